@@ -1,0 +1,47 @@
+"""Pydantic models shared by the host orchestrator and the in-container worker.
+
+Pure data and validation: this package imports pydantic and the standard library only, so that it loads in
+every environment image (Python 3.10-3.12).
+"""
+
+from schema.base import SCHEMA_VERSION, StrictModel
+from schema.catalog import GPUS, MODELS, WORKFLOWS, GpuPeaks, ModelInfo, gpu_tag_for_name
+from schema.envs import EnvSpec, RunOptions
+from schema.jobs import JobSpec, Precision, WorkflowOptions
+from schema.results import (
+    FINAL_STATUSES,
+    Correctness,
+    GpuInfo,
+    Metrics,
+    Provenance,
+    Result,
+    Status,
+    Timing,
+)
+from schema.suites import Suite, SuiteEntry
+
+__all__ = [
+    "FINAL_STATUSES",
+    "GPUS",
+    "MODELS",
+    "SCHEMA_VERSION",
+    "Correctness",
+    "EnvSpec",
+    "GpuInfo",
+    "GpuPeaks",
+    "JobSpec",
+    "Metrics",
+    "ModelInfo",
+    "Precision",
+    "Provenance",
+    "Result",
+    "RunOptions",
+    "Status",
+    "StrictModel",
+    "Suite",
+    "SuiteEntry",
+    "Timing",
+    "WORKFLOWS",
+    "WorkflowOptions",
+    "gpu_tag_for_name",
+]

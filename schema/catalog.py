@@ -1,0 +1,152 @@
+"""The GPU and model catalogs (values from reference/facts.md), as data both sides can read."""
+
+from typing import Literal, Optional
+
+from schema.base import StrictModel
+
+
+class GpuPeaks(StrictModel):
+    """Dense peak rates (TFLOPS, no sparsity) and memory bandwidth of one GPU model."""
+
+    name: str
+    compute_capability: str
+    sms: int
+    memory_gb: float
+    bandwidth_gbs: float
+    fp16_fp32acc: float
+    fp16_fp16acc: float
+    bf16: float
+    tf32: float
+    fp32: Optional[float] = None
+
+    def peak_tflops(self, precision: str, accumulation: str = "fp32") -> Optional[float]:
+        if precision == "bf16":
+            return self.bf16
+        if precision == "fp16":
+            return self.fp16_fp16acc if accumulation == "fp16" else self.fp16_fp32acc
+        if precision == "fp32":
+            # torch's default matmul precision for fp32 is full fp32 (no tf32), whose peak the catalog may not carry
+            return self.fp32
+        return None
+
+
+GPUS: dict[str, GpuPeaks] = {
+    "rtx4090": GpuPeaks(name="GeForce RTX 4090", compute_capability="8.9", sms=128, memory_gb=24,
+                        bandwidth_gbs=1008, fp16_fp32acc=165.2, fp16_fp16acc=330.3, bf16=165.2, tf32=82.6,
+                        fp32=82.6),
+    "rtx5090": GpuPeaks(name="GeForce RTX 5090", compute_capability="12.0", sms=170, memory_gb=32,
+                        bandwidth_gbs=1792, fp16_fp32acc=209.5, fp16_fp16acc=419, bf16=209.5, tf32=104.8,
+                        fp32=104.8),
+    "a100": GpuPeaks(name="A100 80GB SXM", compute_capability="8.0", sms=108, memory_gb=80,
+                     bandwidth_gbs=2039, fp16_fp32acc=312, fp16_fp16acc=312, bf16=312, tf32=156, fp32=19.5),
+    "h100": GpuPeaks(name="H100 SXM 80GB", compute_capability="9.0", sms=132, memory_gb=80,
+                     bandwidth_gbs=3350, fp16_fp32acc=989, fp16_fp16acc=989, bf16=989, tf32=495, fp32=67),
+    "h200": GpuPeaks(name="H200 SXM 141GB", compute_capability="9.0", sms=132, memory_gb=141,
+                     bandwidth_gbs=4800, fp16_fp32acc=989, fp16_fp16acc=989, bf16=989, tf32=495, fp32=67),
+    "l40s": GpuPeaks(name="L40S", compute_capability="8.9", sms=142, memory_gb=48,
+                     bandwidth_gbs=864, fp16_fp32acc=362, fp16_fp16acc=362, bf16=362, tf32=183, fp32=91.6),
+    "l4": GpuPeaks(name="L4", compute_capability="8.9", sms=58, memory_gb=24,
+                   bandwidth_gbs=300, fp16_fp32acc=121, fp16_fp16acc=121, bf16=121, tf32=60, fp32=30.3),
+}
+
+# Substrings of the name NVML / torch report, most specific first ("L40S" before "L4").
+_NAME_TO_TAG = [
+    ("RTX 4090", "rtx4090"),
+    ("RTX 5090", "rtx5090"),
+    ("A100", "a100"),
+    ("H100", "h100"),
+    ("H200", "h200"),
+    ("L40S", "l40s"),
+    ("L4", "l4"),
+]
+
+
+def gpu_tag_for_name(device_name: str) -> Optional[str]:
+    """Catalog key for a device name such as 'NVIDIA H100 80GB HBM3', or None when the GPU is not in the catalog."""
+    upper = device_name.upper()
+    for needle, tag in _NAME_TO_TAG:
+        if needle in upper:
+            return tag
+    return None
+
+
+class ModelInfo(StrictModel):
+    """A benchmark model. Synthetic models are built from dims; LLMs from a Llama config."""
+
+    kind: Literal["synthetic", "llm"]
+    hidden_size: int
+    intermediate_size: int
+    default_precision: Literal["fp32", "fp16", "bf16"]
+    # synthetic
+    architecture: Optional[Literal["matmul", "matmul_relu", "ffn", "ffn_multilayer"]] = None
+    depth: int = 1
+    # llm
+    num_hidden_layers: int = 0
+    num_attention_heads: int = 0
+    num_key_value_heads: int = 0
+    vocab_size: int = 0
+    max_position_embeddings: int = 0
+
+    def parameter_count(self) -> int:
+        h, i = self.hidden_size, self.intermediate_size
+        if self.kind == "synthetic":
+            per_layer = h * i if self.architecture in ("matmul", "matmul_relu") else 2 * h * i
+            return per_layer * self.depth
+        head_dim = h // self.num_attention_heads
+        attn = h * h * 2 + 2 * h * head_dim * self.num_key_value_heads
+        mlp = 3 * h * i
+        norms = 2 * h
+        return self.num_hidden_layers * (attn + mlp + norms) + 2 * self.vocab_size * h + h
+
+    def weight_bytes(self, precision: str) -> int:
+        return self.parameter_count() * (4 if precision == "fp32" else 2)
+
+
+def _synthetic(architecture: str, hidden: int, inter: int, precision: str, depth: int = 1) -> ModelInfo:
+    return ModelInfo(kind="synthetic", architecture=architecture, hidden_size=hidden, intermediate_size=inter,
+                     default_precision=precision, depth=depth)
+
+
+def _llama(hidden: int, inter: int, layers: int, heads: int, kv_heads: int, max_pos: int, precision: str) -> ModelInfo:
+    return ModelInfo(kind="llm", hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                     num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=32000,
+                     max_position_embeddings=max_pos, default_precision=precision)
+
+
+_SYNTHETIC_ARCHS = {"matmul": 1, "matmul-relu": 1, "ffn": 1, "ffn-multilayer": 8}
+# Synthetic dims: the paper's two FFN shapes, plus a scaled-down set for the CPU smoke suite.
+_DIM_SETS = {
+    "tinyllama": (2048, 5632, "bf16"),
+    "llama2": (4096, 11008, "fp16"),
+    "small": (256, 704, "fp32"),
+}
+
+MODELS: dict[str, ModelInfo] = {
+    f"{arch}-{dims}": _synthetic(arch.replace("-", "_"), hidden, inter, precision,
+                                  depth if dims != "small" else 4 if depth > 1 else 1)
+    for arch, depth in _SYNTHETIC_ARCHS.items()
+    for dims, (hidden, inter, precision) in _DIM_SETS.items()
+}
+MODELS.update({
+    "tinyllama-1.1b": _llama(2048, 5632, 22, 32, 4, 2048, "bf16"),
+    "llama2-7b": _llama(4096, 11008, 32, 32, 32, 4096, "fp16"),
+    # Same architecture as tinyllama, two small layers: the LLM code path in seconds on a CPU.
+    "llama-2layer": _llama(256, 704, 2, 8, 2, 512, "fp32"),
+})
+
+
+# Every workflow a job may name, with what it is. workers/workflows maps each to its module.
+WORKFLOWS: dict[str, str] = {
+    "eager": "PyTorch eager (HF generate with the default dynamic cache for LLMs)",
+    "torch_compile": "torch.compile, inductor backend (LLMs: the paper's recipe, default dynamic cache)",
+    "torch_compile_static": "LLMs: static KV cache + compiled forward (Hugging Face's recipe)",
+    "aot_inductor": "torch.export + AOTInductor package, loaded back and run",
+    "onnxruntime": "torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP)",
+    "onnxruntime_cuda": "ONNX Runtime, CUDA execution provider",
+    "onnxruntime_trt": "ONNX Runtime, TensorRT execution provider (engine cache in the env cache)",
+    "torch_compile_tensorrt": "torch.compile(backend='tensorrt') through Torch-TensorRT",
+    "torch_tensorrt": "Torch-TensorRT AOT: torch.export + torch_tensorrt.dynamo.compile, saved and reloaded",
+    "tensorrt_llm": "TensorRT-LLM LLM API",
+    "torch_compile_openxla": "torch.compile(backend='openxla') on a torch_xla device",
+    "torchax": "PyTorch modules on JAX/XLA through torchax.compile",
+}

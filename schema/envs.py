@@ -1,0 +1,35 @@
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from schema.base import StrictModel
+
+
+class RunOptions(StrictModel):
+    shm_size: Optional[str] = None
+    ipc_host: bool = False
+    ulimits: dict[str, int] = {}
+    env: dict[str, str] = {}
+
+
+class EnvSpec(StrictModel):
+    """One toolchain stack, as declared by `envs/<name>/env.toml`."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = ""
+    runtime: Literal["docker", "local"]
+    base_image: Optional[str] = None
+    build_args: dict[str, str] = {}
+    python: Optional[str] = None
+    cuda: Optional[str] = None
+    # compute capabilities the stack can target, e.g. ["8.0", "8.9", "9.0"]; empty: CPU only
+    gpu_archs: list[str] = []
+    # "*" means: whatever the interpreter can import (the local env)
+    workflows: list[str]
+    run: RunOptions = RunOptions()
+
+    def provides(self, workflow: str) -> bool:
+        return "*" in self.workflows or workflow in self.workflows
+
+    def can_target(self, compute_capability: str) -> bool:
+        return compute_capability in self.gpu_archs

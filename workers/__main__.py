@@ -1,0 +1,28 @@
+import argparse
+import sys
+from pathlib import Path
+
+from workers.protocol import JobFileError, read_jobs
+from workers.runner import run_jobs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workers", description="mlcbench worker")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run every job of a JSONL file, appending one Result line per job")
+    run.add_argument("--jobs", type=Path, required=True)
+    run.add_argument("--results", type=Path, required=True)
+    run.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "mlcbench")
+    args = parser.parse_args(argv)
+
+    try:
+        jobs = read_jobs(args.jobs)
+    except JobFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    run_jobs(jobs, args.results, args.cache_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

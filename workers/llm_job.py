@@ -1,0 +1,73 @@
+"""An LLM through one workflow: full fixed-length generate calls, as the paper measures them (tokens/s =
+batch x output_len / runtime), plus time to first token, time per output token, and agreement with eager."""
+
+import time
+
+import torch
+
+from schema import Correctness, Metrics, ModelInfo
+from workers.correctness import compare_generation
+from workers.dynamo_stats import dynamo_stats
+from workers.measure import peak_memory, time_calls, timed_once
+from workers.models import llm
+from workers.workflows.base import Workflow, WorkflowContext
+from workers.workflows.hf_generate import HFGenerateRunner
+
+
+def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:
+    job, cuda = ctx.job, ctx.device.type == "cuda"
+    with peak_memory(cuda) as memory, torch.no_grad():
+        begin = time.perf_counter()
+        model = llm.build(info, job, ctx.dtype, ctx.device)
+        if cuda:
+            torch.cuda.synchronize()
+        load_s = time.perf_counter() - begin
+        prompt = llm.prompt_ids(info, job, ctx.device)
+        reference = None
+        if workflow.name != "eager":
+            reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, job.output_len, with_logits=True)
+        with dynamo_stats() as compile_stats:
+            begin = time.perf_counter()
+            runner = workflow.prepare_llm(model, ctx)
+            prepare_s = time.perf_counter() - begin
+            first, first_call_s = timed_once(
+                lambda: runner.generate(prompt, job.output_len, with_logits=reference is not None), cuda, ctx.sync)
+            latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda,
+                                 ctx.sync)
+            token_times = _token_times(runner, prompt, job.output_len, cuda)
+    if first.tokens.shape != (job.batch_size, job.output_len):
+        raise RuntimeError(f"{workflow.name} generated {tuple(first.tokens.shape)} tokens, "
+                           f"expected {(job.batch_size, job.output_len)}")
+    ttft_ms = token_times[0]
+    tpot_ms = (token_times[-1] - token_times[0]) / max(len(token_times) - 1, 1)
+    ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4),
+                        compiled_graphs=compile_stats["graphs"])
+    compiled = workflow.name != "eager"
+    metrics = Metrics(
+        latency=latency, compile_s=prepare_s + first_call_s, load_s=load_s,
+        torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
+        tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),
+        ttft_ms=ttft_ms, tpot_ms=tpot_ms, output_tokens=int(first.tokens.shape[1]),
+        graph_breaks=compile_stats["graph_breaks"] if compiled else None,
+        recompiles=compile_stats["recompiles"] if compiled else None,
+    )
+    correctness = None
+    if reference is not None:
+        correctness = compare_generation(first.first_logits, first.tokens, reference.first_logits, reference.tokens,
+                                         ctx.dtype)
+    return metrics, correctness
+
+
+def _token_times(runner, prompt: torch.Tensor, output_len: int, cuda: bool) -> list[float]:
+    """Milliseconds from the call to each new token, from one extra call that synchronizes at every token
+    (kept out of the throughput figure, whose calls never stop to look)."""
+    stamps: list[float] = []
+
+    def on_token() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        stamps.append(time.perf_counter())
+
+    begin = time.perf_counter()
+    runner.generate(prompt, output_len, on_token=on_token)
+    return [(stamp - begin) * 1e3 for stamp in stamps] or [float("nan")]

@@ -1,0 +1,138 @@
+"""Timing and memory measurement, the same for every workflow: warm-up, then timed repeats."""
+
+import statistics
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
+
+from schema import Timing
+
+
+def summarize(samples_ms: list[float], method: str) -> Timing:
+    ordered = sorted(samples_ms)
+    mean = statistics.fmean(ordered)
+    stdev = statistics.pstdev(ordered) if len(ordered) > 1 else 0.0
+    return Timing(
+        median_ms=statistics.median(ordered),
+        p10_ms=_percentile(ordered, 0.10),
+        p90_ms=_percentile(ordered, 0.90),
+        mean_ms=mean,
+        cv=stdev / mean if mean > 0 else 0.0,
+        repeats=len(ordered),
+        method=method,
+    )
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
+               sync: Optional[Callable[[object], None]] = None) -> Timing:
+    """Median and spread of `repeats` calls of fn after `warmup` calls.
+
+    On CUDA each call sits between two events on the current stream; `sync` blocks on results that live outside
+    torch's stream (XLA, ONNX Runtime) before the end event is read.
+    """
+    for _ in range(warmup):
+        _finish(fn(), cuda, sync)
+    samples: list[float] = []
+    if cuda:
+        import torch
+
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = fn()
+            if sync is not None:
+                sync(out)
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+        return summarize(samples, "cuda_events")
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        _finish(fn(), cuda, sync)
+        samples.append((time.perf_counter() - begin) * 1e3)
+    return summarize(samples, "perf_counter")
+
+
+def _finish(out: object, cuda: bool, sync: Optional[Callable[[object], None]]) -> None:
+    if sync is not None:
+        sync(out)
+    if cuda:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def timed_once(fn: Callable[[], object], cuda: bool, sync: Optional[Callable[[object], None]] = None) -> tuple[object, float]:
+    """Wall time in seconds of one call, including everything it waits for (compile, first run)."""
+    begin = time.perf_counter()
+    out = fn()
+    _finish(out, cuda, sync)
+    return out, time.perf_counter() - begin
+
+
+class NvmlMemorySampler:
+    """Peak device memory in use as NVML sees it, sampled in a thread: counts what TensorRT, XLA and ONNX Runtime
+    allocate outside torch's allocator. The figure is the rise over the level when sampling began."""
+
+    def __init__(self, device_uuid: str, interval_s: float = 0.01):
+        self._device_uuid = device_uuid
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._baseline = 0
+        self._peak = 0
+        self._handle = None
+
+    def start(self) -> bool:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._handle = pynvml.nvmlDeviceGetHandleByUUID(self._device_uuid)
+            self._baseline = self._peak = pynvml.nvmlDeviceGetMemoryInfo(self._handle).used
+        except Exception:  # NVML missing or unusable: the torch allocator's peak is all we report
+            return False
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return True
+
+    def _sample(self) -> None:
+        import pynvml
+
+        while not self._stop.is_set():
+            self._peak = max(self._peak, pynvml.nvmlDeviceGetMemoryInfo(self._handle).used)
+            self._stop.wait(self._interval_s)
+
+    def stop(self) -> Optional[int]:
+        if self._thread is None:
+            return None
+        self._stop.set()
+        self._thread.join()
+        return self._peak - self._baseline
+
+
+@contextmanager
+def peak_memory(cuda: bool) -> Iterator[dict[str, Optional[int]]]:
+    """Yields a dict that holds, after the block, torch's allocator peak and NVML's peak rise, in bytes."""
+    figures: dict[str, Optional[int]] = {"torch": None, "nvml": None}
+    if not cuda:
+        yield figures
+        return
+    import torch
+
+    torch.cuda.reset_peak_memory_stats()
+    sampler = NvmlMemorySampler(f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}")
+    sampler.start()
+    try:
+        yield figures
+    finally:
+        figures["nvml"] = sampler.stop()
+        figures["torch"] = torch.cuda.max_memory_allocated()

@@ -1,0 +1,50 @@
+"""Llama LLMs: built from the catalog's config with seeded random weights directly on the target device, or loaded
+from a local Hugging Face checkpoint folder (job.model_path)."""
+
+import torch
+
+from schema import JobSpec, ModelInfo
+
+
+def llama_config(info: ModelInfo):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        hidden_size=info.hidden_size,
+        intermediate_size=info.intermediate_size,
+        num_hidden_layers=info.num_hidden_layers,
+        num_attention_heads=info.num_attention_heads,
+        num_key_value_heads=info.num_key_value_heads,
+        vocab_size=info.vocab_size,
+        max_position_embeddings=info.max_position_embeddings,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        hidden_act="silu",
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+
+
+def build(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM, LlamaForCausalLM
+
+    if job.model_path:
+        model = AutoModelForCausalLM.from_pretrained(job.model_path, dtype=dtype, device_map=str(device))
+        return model.eval()
+    torch.manual_seed(job.seed)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # allocate in the target dtype: a 7B model in fp32 would need twice the memory
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(llama_config(info))
+    finally:
+        torch.set_default_dtype(previous)
+    return model.eval()
+
+
+def prompt_ids(info: ModelInfo, job: JobSpec, device: torch.device) -> torch.Tensor:
+    """Seeded random token ids, never the special ids 0-2 (unk, bos, eos)."""
+    generator = torch.Generator().manual_seed(job.seed + 1)
+    ids = torch.randint(3, info.vocab_size, (job.batch_size, job.input_len), generator=generator)
+    return ids.to(device)

@@ -1,0 +1,163 @@
+"""Runs jobs one after another and streams their results: the worker's main loop."""
+
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Optional
+
+from schema import MODELS, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result
+from workers.protocol import append_result
+from workers.workflows.base import Unsupported
+
+TRACKED_PACKAGES = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu", "onnx", "tensorrt", "torch_tensorrt",
+                    "tensorrt_llm", "torch_xla", "jax", "jaxlib", "torchax", "triton", "numpy")
+
+
+def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path) -> None:
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    for job in jobs:
+        append_result(results_path, run_job(job, cache_dir))
+
+
+def run_job(job: JobSpec, cache_dir: Path) -> Result:
+    started = datetime.now(timezone.utc)
+    try:
+        status, reason, error, metrics, correctness = _run(job, cache_dir)
+    except Unsupported as unsupported:
+        status, reason, error, metrics, correctness = "unsupported", str(unsupported), None, Metrics(), None
+    except Exception as exc:  # every failure becomes a result; the worker goes on with the next job
+        status = "oom" if _is_oom(exc) else "failed"
+        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
+        error = traceback.format_exc()[-8000:]
+        metrics, correctness = _memory_after_failure(job), None
+    finally:
+        _release_memory(job)
+    return Result(
+        job_id=job.job_id, job=job, status=status, reason=reason, error=error, metrics=metrics,
+        correctness=correctness,
+        provenance=Provenance(
+            gpu=_gpu_info(job), packages=_package_versions(), python=platform.python_version(),
+            hostname=socket.gethostname(), started_at=started, ended_at=datetime.now(timezone.utc),
+        ),
+    )
+
+
+def _run(job: JobSpec, cache_dir: Path):
+    import torch
+
+    from workers import llm_job, synthetic_job
+    from workers.workflows import load
+    from workers.workflows.base import WorkflowContext
+
+    if job.device == "cuda" and not torch.cuda.is_available():
+        raise Unsupported("job asks for CUDA but torch sees no GPU in this environment")
+    workflow = load(job.workflow)
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.precision]
+    ctx = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
+    ctx.cache_dir.mkdir(parents=True, exist_ok=True)
+    info = MODELS[job.model]
+    module = llm_job if info.kind == "llm" else synthetic_job
+    metrics, correctness = module.measure(workflow, info, ctx)
+    status, reason = "ok", None
+    if correctness is not None and not correctness.passed:
+        reason = "correctness check failed against eager"
+    return status, reason, None, metrics.model_copy(update={"settings": dict(ctx.settings)}), correctness
+
+
+def _is_oom(exc: BaseException) -> bool:
+    try:
+        import torch
+
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return True
+    except ImportError:
+        pass
+    text = str(exc).lower()
+    return "out of memory" in text or "outofmemory" in text
+
+
+def _memory_after_failure(job: JobSpec) -> Metrics:
+    """The memory figures an OOM result carries: the allocator's peak and what the device had."""
+    if job.device != "cuda":
+        return Metrics()
+    try:
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        return Metrics(torch_peak_mem_bytes=torch.cuda.max_memory_allocated(),
+                       settings={"device_free_bytes": free, "device_total_bytes": total})
+    except Exception:
+        return Metrics()
+
+
+def _release_memory(job: JobSpec) -> None:
+    import gc
+
+    gc.collect()
+    if job.device == "cuda":
+        try:
+            import torch
+
+            torch.cuda.empty_cache()
+        except Exception:
+            pass
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()  # compiled graphs hold the job's weights alive
+    except Exception:
+        pass
+
+
+_gpu_cache: dict[int, Optional[GpuInfo]] = {}
+
+
+def _gpu_info(job: JobSpec) -> Optional[GpuInfo]:
+    if job.device != "cuda":
+        return None
+    if 0 not in _gpu_cache:
+        _gpu_cache[0] = _read_gpu_info()
+    return _gpu_cache[0]
+
+
+def _read_gpu_info() -> Optional[GpuInfo]:
+    try:
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    except Exception:
+        return None
+    uuid = f"GPU-{props.uuid}"
+    info = dict(name=props.name, uuid=uuid, compute_capability=f"{props.major}.{props.minor}",
+                memory_total_bytes=props.total_memory)
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        info.update(
+            index=pynvml.nvmlDeviceGetIndex(handle),
+            driver=pynvml.nvmlSystemGetDriverVersion(),
+            sm_clock_mhz=pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            mem_clock_mhz=pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        )
+    except Exception:
+        pass
+    return GpuInfo(**info)
+
+
+def _package_versions() -> dict[str, str]:
+    versions = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions

@@ -1,0 +1,36 @@
+"""A synthetic model through one workflow: compile cost, kernel time, TFLOPS, and the error against eager."""
+
+import time
+
+import torch
+
+from schema import Correctness, Metrics, ModelInfo
+from workers.correctness import compare_tensors
+from workers.measure import peak_memory, time_calls, timed_once
+from workers.models import synthetic
+from workers.workflows.base import Workflow, WorkflowContext
+
+
+def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:
+    job, cuda = ctx.job, ctx.device.type == "cuda"
+    begin = time.perf_counter()
+    model, inputs = synthetic.build(info, job, ctx.dtype, ctx.device)
+    load_s = time.perf_counter() - begin
+    with torch.no_grad():
+        reference = None if workflow.name == "eager" else model(*inputs)
+        with peak_memory(cuda) as memory:
+            begin = time.perf_counter()
+            compiled = workflow.compile_module(model, inputs, ctx)
+            prepare_s = time.perf_counter() - begin
+            output, first_call_s = timed_once(lambda: compiled(*inputs), cuda, ctx.sync)
+            latency = time_calls(lambda: compiled(*inputs), job.warmup, job.repeats, cuda, ctx.sync)
+    flops = synthetic.flops(info, job)
+    ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))
+    metrics = Metrics(
+        latency=latency, compile_s=prepare_s + first_call_s, load_s=load_s,
+        torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
+        flops=flops, tflops=flops / (latency.median_ms * 1e-3) / 1e12,
+        accumulation="fp16" if ctx.settings.get("accumulation") == "fp16" else "fp32",
+    )
+    correctness = None if reference is None else compare_tensors(output, reference, ctx.dtype)
+    return metrics, correctness

@@ -1,0 +1,41 @@
+"""Workflow registry: name -> module:class, imported only when a job asks for it."""
+
+import importlib
+import os
+
+from schema import WORKFLOWS
+from workers.workflows.base import Unsupported, Workflow
+
+_MODULES: dict[str, str] = {
+    "eager": "eager:Eager",
+    "torch_compile": "torch_compile:TorchCompile",
+    "torch_compile_static": "torch_compile_static:TorchCompileStatic",
+    "aot_inductor": "aot_inductor:AOTInductor",
+    "onnxruntime": "onnxruntime:OnnxRuntime",
+}
+_FAULTS: dict[str, str] = {
+    "fault-kill": "faults:KillSelf",
+    "fault-segfault": "faults:Segfault",
+    "fault-hang": "faults:Hang",
+}
+FAULTS_ENV = "MLCBENCH_TEST_FAULTS"
+
+
+def registered() -> dict[str, str]:
+    modules = dict(_MODULES)
+    if os.environ.get(FAULTS_ENV) == "1":
+        modules.update(_FAULTS)
+    return modules
+
+
+def load(name: str) -> Workflow:
+    target = registered().get(name)
+    if target is None:
+        known = name in WORKFLOWS
+        raise Unsupported(f"workflow {name!r} is {'not implemented in this worker yet' if known else 'unknown'}")
+    module_name, class_name = target.split(":")
+    try:
+        module = importlib.import_module(f"workers.workflows.{module_name}")
+    except ImportError as error:
+        raise Unsupported(f"{name}: {error.name or error} not importable in this environment") from None
+    return getattr(module, class_name)()

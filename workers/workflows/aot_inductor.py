@@ -1,0 +1,19 @@
+"""PyTorch's own AOT path: torch.export, then AOTInductor compiles a package (a shared library + weights) that is
+loaded back and called. Compile cost is the build; the package lands in the env cache."""
+
+import torch
+
+from workers.workflows.base import Workflow
+
+
+class AOTInductor(Workflow):
+    name = "aot_inductor"
+
+    def compile_module(self, module, inputs, ctx):
+        ctx.settings["export"] = "torch.export (static shapes)"
+        exported = torch.export.export(module, inputs)
+        package = ctx.cache_dir / "aot_inductor" / f"{ctx.job.job_id}.pt2"
+        package.parent.mkdir(parents=True, exist_ok=True)
+        path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package))
+        ctx.settings["package"] = str(path)
+        return torch._inductor.aoti_load_package(path)

@@ -1,0 +1,62 @@
+"""The one interface every workflow implements."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol
+
+from schema import JobSpec
+from schema.results import Setting
+
+if TYPE_CHECKING:
+    import torch
+
+
+class Unsupported(Exception):
+    """This workflow cannot run this job in this interpreter; the message is the reason shown to the user."""
+
+
+@dataclass
+class WorkflowContext:
+    job: JobSpec
+    device: "torch.device"
+    dtype: "torch.dtype"
+    cache_dir: Path
+    # what the workflow actually applied (compile mode, provider, accumulation, decode loop ...), stored with the result
+    settings: dict[str, Setting] = field(default_factory=dict)
+    # blocks until a workflow's asynchronous outputs are ready, when they live outside torch's CUDA stream
+    sync: Optional[Callable[[object], None]] = None
+
+
+@dataclass
+class Generation:
+    tokens: "torch.Tensor"  # [batch, new tokens]
+    first_logits: Optional["torch.Tensor"] = None  # [batch, vocab]: the prefill's next-token logits
+
+
+class LLMRunner(Protocol):
+    def generate(self, input_ids: "torch.Tensor", max_new_tokens: int, with_logits: bool = False,
+                 on_token: Optional[Callable[[], None]] = None) -> Generation:
+        """Exactly max_new_tokens greedy tokens per row (EOS ignored); on_token is called as each step's token is ready."""
+
+
+class Workflow:
+    name: ClassVar[str]
+
+    def compile_module(self, module: "torch.nn.Module", inputs: tuple["torch.Tensor", ...],
+                       ctx: WorkflowContext) -> Callable[..., object]:
+        """A callable computing module(*inputs), prepared by this workflow. Its first call is timed as compile."""
+        raise Unsupported(f"{self.name} does not run synthetic models")
+
+    def prepare_llm(self, model: "torch.nn.Module", ctx: WorkflowContext) -> LLMRunner:
+        raise Unsupported(f"{self.name} does not run LLMs yet")
+
+
+def require(module: str, why: str = "") -> object:
+    """Import a workflow's stack, turning its absence into Unsupported with a reason a user can act on."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except Exception as error:  # ImportError, or a broken install raising anything on import
+        detail = f" ({why})" if why else ""
+        raise Unsupported(f"{module} not importable{detail}: {type(error).__name__}: {error}".splitlines()[0]) from None

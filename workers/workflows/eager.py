@@ -1,0 +1,14 @@
+from workers.workflows.base import Workflow
+from workers.workflows.hf_generate import HFGenerateRunner
+
+
+class Eager(Workflow):
+    name = "eager"
+
+    def compile_module(self, module, inputs, ctx):
+        return module
+
+    def prepare_llm(self, model, ctx):
+        ctx.settings["decode_loop"] = "hf_generate"
+        ctx.settings["cache"] = "dynamic"
+        return HFGenerateRunner(model, disable_compile=True)

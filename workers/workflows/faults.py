@@ -1,0 +1,32 @@
+"""Test-only workflows that break the worker on purpose, to exercise crash and timeout handling.
+
+Loaded only when the worker runs with MLCBENCH_TEST_FAULTS=1; the CLI's planner never offers them."""
+
+import ctypes
+import os
+import signal
+import time
+
+from workers.workflows.base import Workflow
+
+
+class KillSelf(Workflow):
+    name = "fault-kill"
+
+    def compile_module(self, module, inputs, ctx):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Segfault(Workflow):
+    name = "fault-segfault"
+
+    def compile_module(self, module, inputs, ctx):
+        ctypes.string_at(0)
+
+
+class Hang(Workflow):
+    name = "fault-hang"
+
+    def compile_module(self, module, inputs, ctx):
+        while True:
+            time.sleep(1)

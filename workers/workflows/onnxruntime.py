@@ -1,0 +1,14 @@
+"""ONNX Runtime on whatever this build offers: the CUDA EP with IO binding for GPU jobs, the CPU EP for CPU jobs."""
+
+from workers.workflows.base import Workflow
+from workers.workflows.onnx_export import export_onnx, runner, session
+
+
+class OnnxRuntime(Workflow):
+    name = "onnxruntime"
+
+    def compile_module(self, module, inputs, ctx):
+        provider = "CUDAExecutionProvider" if ctx.device.type == "cuda" else "CPUExecutionProvider"
+        path = export_onnx(module, inputs, ctx)
+        sess = session(path, [provider], ctx)
+        return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)

@@ -1,0 +1,20 @@
+"""Hugging Face's compiled-generation recipe: a static KV cache, so every decode step has the same shapes, and the
+decode forward compiled by generate() itself (CompileConfig, default mode reduce-overhead: CUDA graphs)."""
+
+from transformers import CompileConfig
+
+from workers.workflows.base import Workflow
+from workers.workflows.hf_generate import HFGenerateRunner
+
+
+class TorchCompileStatic(Workflow):
+    name = "torch_compile_static"
+
+    def prepare_llm(self, model, ctx):
+        mode = ctx.job.options.compile_mode or "reduce-overhead"
+        config = CompileConfig(fullgraph=True, mode=mode)
+        if ctx.device.type == "cpu":
+            # generate() auto-compiles only on accelerators; this private switch lets the same recipe run on a CPU
+            config._compile_all_devices = True
+        ctx.settings.update(backend="inductor", compile_mode=mode, cache="static", decode_loop="hf_generate")
+        return HFGenerateRunner(model, cache_implementation="static", compile_config=config)
