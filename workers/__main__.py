@@ -13,6 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--jobs", type=Path, required=True)
     run.add_argument("--results", type=Path, required=True)
     run.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "mlcbench")
+    run.add_argument("--progress", type=Path, help="append each job's id here as it starts (for per-job timeouts)")
     args = parser.parse_args(argv)
 
     try:
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     except JobFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    run_jobs(jobs, args.results, args.cache_dir)
+    run_jobs(jobs, args.results, args.cache_dir, args.progress)
     return 0
 
 

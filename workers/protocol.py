@@ -36,8 +36,11 @@ def read_jobs(path: Path) -> list[JobSpec]:
 
 def append_result(path: Path, result: Result) -> None:
     """Append one line and force it to disk: a crash after this call cannot lose the result."""
-    line = result.model_dump_json() + "\n"
+    append_line(path, result.model_dump_json())
+
+
+def append_line(path: Path, line: str) -> None:
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line)
+        handle.write(line + "\n")
         handle.flush()
         os.fsync(handle.fileno())

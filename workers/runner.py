@@ -12,17 +12,19 @@ from pathlib import Path
 from typing import Optional
 
 from schema import MODELS, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result
-from workers.protocol import append_result
+from workers.protocol import append_line, append_result
 from workers.workflows.base import Unsupported
 
 TRACKED_PACKAGES = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu", "onnx", "tensorrt", "torch_tensorrt",
                     "tensorrt_llm", "torch_xla", "jax", "jaxlib", "torchax", "triton", "numpy")
 
 
-def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path) -> None:
+def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_path: Optional[Path] = None) -> None:
     results_path.parent.mkdir(parents=True, exist_ok=True)
     cache_dir.mkdir(parents=True, exist_ok=True)
     for job in jobs:
+        if progress_path is not None:
+            append_line(progress_path, job.job_id)
         append_result(results_path, run_job(job, cache_dir))
 
 

@@ -1,0 +1,43 @@
+"""Environment discovery: every `envs/<name>/env.toml` is an environment; adding one needs no Python change."""
+
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orchestrator.errors import UsageError
+from schema import EnvSpec
+
+ENVS_DIR_VARIABLE = "MLCBENCH_ENVS_DIR"
+
+
+def envs_dir() -> Path:
+    override = os.environ.get(ENVS_DIR_VARIABLE)
+    return Path(override) if override else Path(__file__).resolve().parents[1] / "envs"
+
+
+def env_names() -> list[str]:
+    root = envs_dir()
+    return sorted(p.parent.name for p in root.glob("*/env.toml")) if root.is_dir() else []
+
+
+def load_env(name: str) -> EnvSpec:
+    path = envs_dir() / name / "env.toml"
+    if not path.is_file():
+        known = ", ".join(env_names()) or "none"
+        raise UsageError(f"unknown env {name!r}: no {path} (known envs: {known})")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"env {name!r}: {path} is not valid TOML ({error}); fix the file") from None
+    try:
+        return EnvSpec.model_validate({"name": name, **data})
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(file)"
+        raise UsageError(f"env {name!r}: {path}: field {field}: {first['msg']}; fix the file") from None
+
+
+def env_folder(name: str) -> Path:
+    return envs_dir() / name
