@@ -54,6 +54,9 @@ class WorkerFiles:
 class Runtime(ABC):
     """Starts workers for one environment."""
 
+    # one worker per (model, workflow), so a crash or leaked state stays within its group
+    isolate_groups: bool = False
+
     def __init__(self, env: EnvSpec):
         self.env = env
 
@@ -90,6 +93,7 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
              poll_s: float = 0.05) -> None:
     """Run every job; exactly one Result per job reaches on_result, in job order."""
     pending = list(jobs)
+    workdir = workdir.resolve()
     attempt = 0
     while pending:
         files = WorkerFiles(workdir / f"worker-{attempt:03d}")

@@ -48,7 +48,7 @@ class LocalRuntime(Runtime):
         environment = {**os.environ, **self.env.run.env, **self.extra_env, "PYTHONUNBUFFERED": "1"}
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CODE_ROOT), environment.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "workers", "run", "--jobs", str(files.jobs), "--results", str(files.results),
-                   "--progress", str(files.progress), "--cache-dir", str(self.cache_dir)]
+                   "--progress", str(files.progress), "--cache-dir", str(self.cache_dir.resolve())]
         with open(files.log, "ab") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment,
                                        cwd=files.folder, start_new_session=True)

@@ -1,0 +1,32 @@
+# mlcbench: `make sweep` sets itself up and runs the default sweep; `make test` runs the tests.
+VENV ?= .venv
+PYTHON ?= python3
+GPU ?=
+ENVS ?= local
+SUITE ?=
+DB ?= sqlite:///results/mlcbench.db
+BIN := $(VENV)/bin
+
+.PHONY: sweep test results clean-venv
+
+$(BIN)/mlcbench: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first: with the pin satisfied, nothing else pulls another (multi-GB) build
+	$(BIN)/pip install -q -c constraints.txt torch
+	$(BIN)/pip install -q -c constraints.txt -e '.[worker,test]'
+	touch $@
+
+sweep: $(BIN)/mlcbench
+	$(BIN)/mlcbench sweep --env $(ENVS) --db $(DB) $(if $(GPU),--gpu $(GPU)) $(if $(SUITE),--suite $(SUITE))
+
+results: $(BIN)/mlcbench
+	$(BIN)/mlcbench results --db $(DB)
+
+test: $(BIN)/mlcbench
+	$(BIN)/python -m pytest -q
+
+clean-venv:
+	rm -rf $(VENV)
+
+-include mk/*.mk

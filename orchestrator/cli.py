@@ -1,0 +1,106 @@
+"""The `mlcbench` command."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from orchestrator import sweep as sweeping
+from orchestrator.console import ProgressListener, console, exits_cleanly
+from orchestrator.envs import load_env
+from orchestrator.gpu import detect, resolve_target
+from orchestrator.planner import Filters
+from orchestrator.store import DEFAULT_DB, Store
+from orchestrator.suites import SUITES, default_suite, get_suite
+from orchestrator.tables import results_table
+
+app = typer.Typer(help="Which ML-compiler workflow is fastest for your model on your GPU, at what compile cost, "
+                       "and does it still give the right answer?", no_args_is_help=True, add_completion=False)
+
+DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
+
+
+def _split(values: Optional[list[str]]) -> list[str]:
+    """Repeated options and comma-separated lists alike: --env a,b --env c."""
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+@app.command()
+@exits_cleanly
+def sweep(
+    suite: Annotated[Optional[str], typer.Option(help="paper (default on a GPU) or smoke (default on a CPU)")] = None,
+    env: Annotated[Optional[list[str]], typer.Option(help="env name(s), comma-separated or repeated")] = None,
+    gpu: Annotated[Optional[str], typer.Option(help="GPU tag: rtx4090, rtx5090, a100, h100, h200, l40s, l4, cpu")] = None,
+    force_gpu_tag: Annotated[bool, typer.Option(help="tag results with --gpu even if the hardware differs")] = False,
+    db: DbOption = DEFAULT_DB,
+    rerun: Annotated[bool, typer.Option(help="run again jobs that already have a final result")] = False,
+    model: Annotated[Optional[list[str]], typer.Option(help="only these models")] = None,
+    workflow: Annotated[Optional[list[str]], typer.Option(help="only these workflows")] = None,
+    batch_size: Annotated[Optional[list[int]], typer.Option(help="only these batch sizes")] = None,
+    workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
+    cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = Path.home() / ".cache" / "mlcbench",
+) -> None:
+    """Run a suite in one or more envs and store every result."""
+    target = resolve_target(gpu, detect(), force_gpu_tag)
+    options = sweeping.SweepOptions(
+        suite=get_suite(suite or default_suite(target.device)), env_names=_split(env) or ["local"], target=target,
+        filters=Filters(models=_split(model), workflows=_split(workflow), batch_sizes=batch_size or []),
+        rerun=rerun, workdir=workdir, cache_dir=cache_dir,
+    )
+    for name in options.env_names:
+        load_env(name)
+    sweeping.expand(options.suite, target, options.filters)  # bad filters fail before the store is touched
+    store = Store(db)
+    console.print(f"suite [bold]{options.suite.name}[/] on [bold]{target.tag}[/] ({target.device}), "
+                  f"env(s) {', '.join(options.env_names)}, store {store.url}")
+    with ProgressListener() as listener:
+        report = sweeping.run(options, store, listener)
+    if report.stored:
+        console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {target.tag}"))
+    if report.skipped:
+        console.print(f"{report.skipped} job(s) skipped: already stored for this env and GPU (--rerun to run again)")
+    if not report.stored and not report.skipped:
+        console.print("nothing to do")
+
+
+@app.command()
+@exits_cleanly
+def results(
+    db: DbOption = DEFAULT_DB,
+    env: Annotated[Optional[list[str]], typer.Option(help="only these envs")] = None,
+    gpu: Annotated[Optional[list[str]], typer.Option(help="only these GPU tags")] = None,
+    model: Annotated[Optional[list[str]], typer.Option(help="only these models")] = None,
+    workflow: Annotated[Optional[list[str]], typer.Option(help="only these workflows")] = None,
+    status: Annotated[Optional[list[str]], typer.Option(help="only these statuses")] = None,
+) -> None:
+    """List stored results."""
+    rows = Store(db).rows(env=_split(env) or None, gpu_tag=_split(gpu) or None, model=_split(model) or None,
+                          workflow=_split(workflow) or None, status=_split(status) or None)
+    if not rows:
+        console.print("no stored results match")
+        return
+    console.print(results_table([row.result() for row in rows], title=f"{len(rows)} stored result(s)"))
+
+
+@app.command()
+def suites() -> None:
+    """List the built-in suites."""
+    for suite in SUITES.values():
+        console.print(f"[bold]{suite.name}[/]: {suite.description}")
+
+
+def _register_extensions() -> None:
+    """Commands that live in their own modules (env images, reports)."""
+    import importlib
+
+    for module_name in ("orchestrator.cli_envs", "orchestrator.cli_reports"):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            continue
+        module.register(app)
+
+
+_register_extensions()

@@ -1,0 +1,46 @@
+"""What the host adds to every result before storing it: tags, image, code revision, and derived figures."""
+
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from schema import GPUS, MODELS, Result
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@lru_cache(maxsize=1)
+def git_revision() -> Optional[str]:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return f"{rev}-dirty" if dirty else rev
+
+
+def finish(result: Result, env: str, gpu_tag: str, image_digest: Optional[str]) -> Result:
+    """Tag a worker's result and add the figures that need the GPU catalog."""
+    provenance = result.provenance.model_copy(update={
+        "env": env, "gpu_tag": gpu_tag, "image_digest": image_digest, "git_rev": git_revision()})
+    return result.model_copy(update={"provenance": provenance, "metrics": _derived(result, gpu_tag)})
+
+
+def _derived(result: Result, gpu_tag: str):
+    metrics, job = result.metrics, result.job
+    peaks = GPUS.get(gpu_tag)
+    if peaks is None or job.device != "cuda":
+        return metrics
+    update = {}
+    if metrics.tflops is not None:
+        peak = peaks.peak_tflops(job.precision, metrics.accumulation or "fp32")
+        if peak:
+            update["peak_fraction"] = metrics.tflops / peak
+    if metrics.tpot_ms and job.batch_size == 1:
+        # decode at batch 1 reads every weight once per token: bytes per token over the bandwidth
+        bytes_per_s = MODELS[job.model].weight_bytes(job.precision) / (metrics.tpot_ms * 1e-3)
+        update["bandwidth_fraction"] = bytes_per_s / (peaks.bandwidth_gbs * 1e9)
+    return metrics.model_copy(update=update)

@@ -1,0 +1,168 @@
+"""The result store: one SQL table of results, one row per (job, env, GPU tag), tagged and carrying the whole Result.
+
+Any SQLAlchemy URL works (SQLite by default, PostgreSQL for several hosts). The schema is created and upgraded by
+Alembic migrations, never rewritten silently. The orchestrator is the only writer."""
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Optional
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, event,
+                        select)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from orchestrator.errors import UsageError
+from schema import Result
+
+DEFAULT_DB = "sqlite:///results/mlcbench.db"
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ResultRow(Base):
+    __tablename__ = "results"
+    __table_args__ = (UniqueConstraint("job_id", "env", "gpu_tag", name="uq_result_job_env_gpu"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(32), index=True)
+    env: Mapped[str] = mapped_column(String(64), index=True)
+    gpu_tag: Mapped[str] = mapped_column(String(64), index=True)
+    model: Mapped[str] = mapped_column(String(64))
+    workflow: Mapped[str] = mapped_column(String(64))
+    precision: Mapped[str] = mapped_column(String(8))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[Optional[str]] = mapped_column(Text)
+    median_ms: Mapped[Optional[float]] = mapped_column(Float)
+    tokens_per_s: Mapped[Optional[float]] = mapped_column(Float)
+    tflops: Mapped[Optional[float]] = mapped_column(Float)
+    compile_s: Mapped[Optional[float]] = mapped_column(Float)
+    peak_mem_bytes: Mapped[Optional[int]] = mapped_column(BigInteger)
+    correct: Mapped[Optional[bool]] = mapped_column(Boolean)
+    gpu_uuid: Mapped[Optional[str]] = mapped_column(String(64))
+    gpu_index: Mapped[Optional[int]] = mapped_column(Integer)
+    image_digest: Mapped[Optional[str]] = mapped_column(String(128))
+    git_rev: Mapped[Optional[str]] = mapped_column(String(64))
+    started_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
+    stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    result_json: Mapped[str] = mapped_column(Text)
+
+    def result(self) -> Result:
+        return Result.model_validate_json(self.result_json)
+
+
+def _columns(result: Result) -> dict:
+    job, metrics, provenance = result.job, result.metrics, result.provenance
+    gpu = provenance.gpu
+    return dict(
+        job_id=result.job_id, env=provenance.env or "?", gpu_tag=provenance.gpu_tag or "?", model=job.model,
+        workflow=job.workflow, precision=job.precision, batch_size=job.batch_size, status=result.status,
+        reason=result.reason, median_ms=metrics.latency.median_ms if metrics.latency else None,
+        tokens_per_s=metrics.tokens_per_s, tflops=metrics.tflops, compile_s=metrics.compile_s,
+        peak_mem_bytes=metrics.peak_mem_bytes,
+        correct=result.correctness.passed if result.correctness else None,
+        gpu_uuid=gpu.uuid if gpu else None, gpu_index=gpu.index if gpu else None,
+        image_digest=provenance.image_digest, git_rev=provenance.git_rev, started_at=provenance.started_at,
+        ended_at=provenance.ended_at, stored_at=datetime.now(timezone.utc), result_json=result.model_dump_json(),
+    )
+
+
+class Store:
+    def __init__(self, url: str = DEFAULT_DB):
+        self.url = url
+        self.engine = open_engine(url)
+        migrate(self.engine)
+
+    def put(self, result: Result) -> None:
+        """Insert, or replace the row of the same job, env and GPU tag, in one transaction."""
+        columns = _columns(result)
+        with Session(self.engine) as session, session.begin():
+            row = session.scalar(select(ResultRow).where(
+                ResultRow.job_id == columns["job_id"], ResultRow.env == columns["env"],
+                ResultRow.gpu_tag == columns["gpu_tag"]))
+            if row is None:
+                session.add(ResultRow(**columns))
+            else:
+                for name, value in columns.items():
+                    setattr(row, name, value)
+
+    def statuses(self, env: str, gpu_tag: str) -> dict[str, str]:
+        """job_id -> status of every stored job for one env and GPU tag."""
+        with Session(self.engine) as session:
+            rows = session.execute(select(ResultRow.job_id, ResultRow.status).where(
+                ResultRow.env == env, ResultRow.gpu_tag == gpu_tag))
+            return {job_id: status for job_id, status in rows}
+
+    def rows(self, **filters: Optional[Iterable[str] | str]) -> list[ResultRow]:
+        """Rows matching every given column filter (a value or a collection of values)."""
+        query = select(ResultRow).order_by(ResultRow.gpu_tag, ResultRow.env, ResultRow.model, ResultRow.workflow,
+                                           ResultRow.batch_size)
+        for name, value in filters.items():
+            if value is None:
+                continue
+            column = getattr(ResultRow, name)
+            query = query.where(column == value if isinstance(value, (str, int)) else column.in_(list(value)))
+        with Session(self.engine) as session:
+            return list(session.scalars(query))
+
+
+def open_engine(url: str) -> Engine:
+    """An engine whose database answers; any failure is a UsageError that names the URL."""
+    try:
+        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url)
+    except (ArgumentError, ImportError, ValueError) as error:
+        raise UsageError(f"cannot use --db {url!r}: {error}") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as error:
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        raise UsageError(f"cannot open the result store {_safe(url)}: {reason}") from None
+    return engine
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _alembic_config(connection) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the store's schema to the newest migration; refuse a store made by a newer mlcbench."""
+    with engine.begin() as connection:
+        config = _alembic_config(connection)
+        current = MigrationContext.configure(connection).get_current_revision()
+        known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
+        if current is not None and current not in known:
+            raise UsageError(f"the result store is at schema revision {current}, unknown to this mlcbench "
+                             f"(made by a newer version?); upgrade mlcbench")
+        command.upgrade(config, "head")

@@ -1,0 +1,50 @@
+"""The built-in suites. `paper` is the study's grid; `smoke` the same kinds of model scaled down for a CPU."""
+
+from orchestrator.errors import UsageError
+from schema import Suite, SuiteEntry
+
+SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
+SYNTHETIC_WORKFLOWS = ["eager", "torch_compile", "aot_inductor", "onnxruntime", "onnxruntime_cuda",
+                       "onnxruntime_trt", "torch_compile_tensorrt", "torch_tensorrt", "torch_compile_openxla",
+                       "torchax"]
+LLM_WORKFLOWS = ["eager", "torch_compile", "torch_compile_static", "torch_compile_tensorrt", "torch_tensorrt",
+                 "tensorrt_llm", "torch_compile_openxla", "torchax"]
+PAPER_BATCHES = [1, 4, 16, 64]
+
+SUITES: dict[str, Suite] = {
+    "paper": Suite(
+        name="paper",
+        description="the study's grid: 4 synthetic models x 2 dim sets and TinyLlama-1.1B / Llama-2-7B, "
+                    "batch 1/4/16/64, 32 tokens in, 32 out",
+        entries=[
+            SuiteEntry(models=[f"{arch}-{dims}" for dims in ("tinyllama", "llama2") for arch in SYNTHETIC_ARCHS],
+                       workflows=SYNTHETIC_WORKFLOWS, batch_sizes=PAPER_BATCHES, warmup=10, repeats=50,
+                       timeout_s=900),
+            SuiteEntry(models=["tinyllama-1.1b", "llama2-7b"], workflows=LLM_WORKFLOWS, batch_sizes=PAPER_BATCHES,
+                       warmup=2, repeats=5, timeout_s=1800),
+        ],
+    ),
+    "smoke": Suite(
+        name="smoke",
+        description="the paper's kinds of model scaled down, so that a whole sweep ends in minutes on 2 CPU cores",
+        entries=[
+            SuiteEntry(models=[f"{arch}-small" for arch in SYNTHETIC_ARCHS],
+                       workflows=["eager", "torch_compile", "onnxruntime"], batch_sizes=[1, 4], warmup=2,
+                       repeats=10, timeout_s=300),
+            SuiteEntry(models=["ffn-small"], workflows=["aot_inductor"], batch_sizes=[1], warmup=2, repeats=10,
+                       timeout_s=300),
+            SuiteEntry(models=["llama-2layer"], workflows=["eager", "torch_compile", "torch_compile_static"],
+                       batch_sizes=[1], output_len=8, warmup=1, repeats=3, timeout_s=300),
+        ],
+    ),
+}
+
+
+def get_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise UsageError(f"unknown suite {name!r}; known: {', '.join(SUITES)}")
+    return SUITES[name]
+
+
+def default_suite(device: str) -> str:
+    return "paper" if device == "cuda" else "smoke"
