@@ -23,15 +23,27 @@ def compare_tensors(output: torch.Tensor, reference: torch.Tensor, dtype: torch.
                        tolerance=tolerance, passed=finite and rel_l2 <= tolerance)
 
 
-def compare_generation(first_logits: torch.Tensor, tokens: torch.Tensor, ref_logits: torch.Tensor,
+# LLM logits go through every layer: bf16 rounding differences of fused kernels add up to a few percent
+LLM_TOLERANCE = {torch.float32: 1e-3, torch.float16: 3e-2, torch.bfloat16: 6e-2}
+
+
+def compare_generation(step_logits: torch.Tensor, tokens: torch.Tensor, ref_logits: torch.Tensor,
                        ref_tokens: torch.Tensor, dtype: torch.dtype) -> Correctness:
-    """Prefill logits must match eager's; greedy tokens may drift apart later on near-ties, so their agreement is
-    reported, and only the first token (decided by the prefill) must agree."""
-    logits = compare_tensors(first_logits, ref_logits, dtype)
-    agreement = (tokens.cpu() == ref_tokens.cpu()).float().mean().item() if tokens.shape == ref_tokens.shape else 0.0
-    first_token_agrees = tokens.shape == ref_tokens.shape and bool((tokens[:, 0].cpu() == ref_tokens[:, 0].cpu()).all())
+    """Per-step logits [batch, steps, vocab] against eager's, wherever both have generated the same tokens so far
+    (a step's logits are comparable only while the prefixes agree). Random-weight models give near-flat logits, so
+    greedy tokens part on near-ties: token agreement is reported, and the logits decide."""
+    tolerance = LLM_TOLERANCE[dtype]
+    if tokens.shape != ref_tokens.shape or step_logits.shape != ref_logits.shape:
+        return Correctness(tolerance=tolerance, passed=False, token_agreement=0.0)
+    same = (tokens.cpu() == ref_tokens.cpu())
+    # step k is comparable when tokens 0..k-1 agree
+    prefix_agrees = torch.cat([torch.ones_like(same[:, :1]), same[:, :-1].cumprod(dim=1).bool()], dim=1)
+    mask = prefix_agrees.to(step_logits.device)
+    logits = compare_tensors(step_logits[mask], ref_logits[mask], dtype)
     cosine_ok = logits.cosine is not None and logits.cosine >= MIN_COSINE
+    rel_ok = logits.rel_l2_error is not None and logits.rel_l2_error <= tolerance
     return logits.model_copy(update={
-        "token_agreement": agreement,
-        "passed": cosine_ok and first_token_agrees,
+        "token_agreement": same.float().mean().item(),
+        "tolerance": tolerance,
+        "passed": cosine_ok and rel_ok and bool(torch.isfinite(step_logits).all()),
     })

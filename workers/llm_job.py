@@ -53,7 +53,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     )
     correctness = None
     if reference is not None:
-        correctness = compare_generation(first.first_logits, first.tokens, reference.first_logits, reference.tokens,
+        correctness = compare_generation(first.step_logits, first.tokens, reference.step_logits, reference.tokens,
                                          ctx.dtype)
     return metrics, correctness
 

@@ -30,7 +30,7 @@ class WorkflowContext:
 @dataclass
 class Generation:
     tokens: "torch.Tensor"  # [batch, new tokens]
-    first_logits: Optional["torch.Tensor"] = None  # [batch, vocab]: the prefill's next-token logits
+    step_logits: Optional["torch.Tensor"] = None  # [batch, new tokens, vocab]: the logits each token was chosen from
 
 
 class LLMRunner(Protocol):

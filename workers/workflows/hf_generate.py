@@ -43,4 +43,4 @@ class HFGenerateRunner:
             **self.generate_kwargs,
         )
         tokens = out.sequences[:, input_ids.shape[1]:]
-        return Generation(tokens=tokens, first_logits=out.logits[0] if with_logits else None)
+        return Generation(tokens=tokens, step_logits=torch.stack(out.logits, dim=1) if with_logits else None)
