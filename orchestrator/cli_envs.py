@@ -1,0 +1,104 @@
+"""`mlcbench envs` and `mlcbench build ENV`: what each env offers, whether its image is built, and building it."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
+
+import docker
+import typer
+from rich.table import Table
+
+from orchestrator.console import console, exits_cleanly
+from orchestrator.envs import env_names, load_env
+from orchestrator.errors import UsageError
+from orchestrator.images import BuildOptions, build_image, connect, find_image
+from schema import EnvSpec
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    name: str
+    runtime: str
+    image: str
+    compatible: str
+    workflows: str
+
+
+def env_rows(compute_capability: Optional[str], client: Optional[docker.DockerClient]) -> list[EnvRow]:
+    """One row per env; client None means no engine answers. compute_capability None means no GPU here."""
+    return [EnvRow(env.name, env.runtime, _image_cell(env, client), _compatibility(env, compute_capability),
+                   ", ".join(env.workflows)) for env in (load_env(name) for name in env_names())]
+
+
+def _image_cell(env: EnvSpec, client: Optional[docker.DockerClient]) -> str:
+    if env.runtime != "docker":
+        return "-"
+    if client is None:
+        return "unknown (no Docker engine)"
+    image = find_image(client, env)
+    return f"{image.tag} ({image.digest[:19]})" if image else "not built"
+
+
+def _compatibility(env: EnvSpec, compute_capability: Optional[str]) -> str:
+    if env.runtime == "local" or compute_capability is None:
+        return "yes" if not env.gpu_archs or env.runtime == "local" else "no GPU here"
+    if not env.gpu_archs:
+        return "yes (CPU only)"
+    if env.can_target(compute_capability):
+        return f"yes (sm {compute_capability})"
+    return f"no: CUDA {env.cuda or '?'} stack targets {', '.join(env.gpu_archs)}, not {compute_capability}"
+
+
+def _detected_compute_capability() -> Optional[str]:
+    from orchestrator.gpu import detect
+
+    gpus = detect()
+    return gpus[0].compute_capability if gpus else None
+
+
+def _client_or_none() -> Optional[docker.DockerClient]:
+    try:
+        return connect()
+    except UsageError:
+        return None
+
+
+@exits_cleanly
+def envs(
+    compute_capability: Annotated[Optional[str], typer.Option(
+        help="check compatibility with this compute capability (e.g. 8.9) instead of the detected GPU's")] = None,
+) -> None:
+    """List the envs: runtime, image built?, compatible with this GPU?"""
+    rows = env_rows(compute_capability or _detected_compute_capability(), _client_or_none())
+    table = Table(title="envs")
+    for column in ("env", "runtime", "image", "this GPU", "workflows"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row.name, row.runtime, row.image, row.compatible, row.workflows)
+    console.print(table)
+
+
+@exits_cleanly
+def build(
+    env: Annotated[str, typer.Argument(help="env name (a folder of envs/)")],
+    base_image: Annotated[Optional[str], typer.Option(help="base image instead of the env's (a mirror, a local image)")] = None,
+    index_url: Annotated[Optional[str], typer.Option(help="private Python package index (PIP_INDEX_URL)")] = None,
+    ca_bundle: Annotated[Optional[Path], typer.Option(help="extra CA certificates (PEM) to trust while building")] = None,
+    wheelhouse: Annotated[Optional[Path], typer.Option(help="folder of wheels to install offline")] = None,
+    force: Annotated[bool, typer.Option(help="build even if an image with this hash exists")] = False,
+) -> None:
+    """Build an env's image (only if its files or build settings changed)."""
+    spec = load_env(env)
+    if spec.runtime != "docker":
+        raise UsageError(f"env {env!r} has runtime {spec.runtime!r}: there is no image to build")
+    options = BuildOptions(base_image=base_image, index_url=index_url, ca_bundle=ca_bundle, wheelhouse=wheelhouse)
+    client = connect()
+    image = None if force else find_image(client, spec, options)
+    if image is None:
+        image = build_image(client, spec, options)
+    console.print(f"{image.tag} {image.digest} ({'built' if image.built else 'up to date, not rebuilt'})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(envs)
+    app.command()(build)

@@ -1,0 +1,199 @@
+"""Docker envs: each worker is a container of the env's image, with the repository's schema/ and workers/ mounted
+read-only (worker changes need no rebuild), the exchange folder read-write, and the GPU pinned by UUID."""
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import docker
+import docker.errors
+from docker.types import DeviceRequest, Ulimit
+from rich.console import Console
+
+from orchestrator.errors import UsageError
+from orchestrator.images import BuildOptions, EnvImage, connect, ensure_image
+from orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
+from schema import EnvSpec
+
+CODE_ROOT = Path(__file__).resolve().parents[2]
+CODE_PACKAGES = ("workers", "schema")
+CONTAINER_ROOT = "/mlcbench"
+CONTAINER_WORK = f"{CONTAINER_ROOT}/work"
+CONTAINER_CACHE = f"{CONTAINER_ROOT}/cache"
+LABEL = "mlcbench"
+# Host variables handed to workers at run time only, never baked into an image.
+SECRETS = ("HF_TOKEN",)
+STOP_WAIT_S = 30
+
+
+def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: Path, gpu_uuid: Optional[str] = None,
+                      *, extra_env: Optional[dict[str, str]] = None, labels: Optional[dict[str, str]] = None,
+                      network: bool = False, code_root: Path = CODE_ROOT, user: Optional[str] = None) -> dict[str, Any]:
+    """Keyword arguments of `client.containers.run` for one worker (pure: no engine needed)."""
+    work = files.folder.resolve()
+    volumes = {str(code_root / package): {"bind": f"{CONTAINER_ROOT}/{package}", "mode": "ro"}
+               for package in CODE_PACKAGES}
+    volumes[str(work)] = {"bind": CONTAINER_WORK, "mode": "rw"}
+    volumes[str(cache_dir.resolve())] = {"bind": CONTAINER_CACHE, "mode": "rw"}
+    environment = {
+        **env.run.env,
+        "PYTHONPATH": CONTAINER_ROOT,
+        "PYTHONUNBUFFERED": "1",
+        # the host uid may have no passwd entry in the image: give getpass and the compilers' caches a home
+        "HOME": "/tmp",
+        "USER": "mlcbench",
+        **{name: os.environ[name] for name in SECRETS if os.environ.get(name)},
+        **(extra_env or {}),
+    }
+    command = ["python", "-m", "workers", "run",
+               "--jobs", f"{CONTAINER_WORK}/{files.jobs.name}",
+               "--results", f"{CONTAINER_WORK}/{files.results.name}",
+               "--progress", f"{CONTAINER_WORK}/{files.progress.name}",
+               "--cache-dir", CONTAINER_CACHE]
+    options: dict[str, Any] = {
+        "image": image,
+        "command": command,
+        "detach": True,
+        # a small init as PID 1: the worker may then kill itself or crash like any process, and compilers' children
+        # are reaped (the kernel ignores signals that a namespace's PID 1 sends itself without a handler)
+        "init": True,
+        "labels": {LABEL: "1", f"{LABEL}.env": env.name, **(labels or {})},
+        "volumes": volumes,
+        "working_dir": CONTAINER_WORK,
+        "environment": environment,
+        "user": user or f"{os.getuid()}:{os.getgid()}",
+        "network_mode": "bridge" if network else "none",
+        "privileged": False,
+        "ulimits": [Ulimit(name=name, soft=value, hard=value) for name, value in env.run.ulimits.items()],
+    }
+    if env.run.ipc_host:
+        options["ipc_mode"] = "host"  # /dev/shm is the host's then: a shm size would not apply
+    elif env.run.shm_size:
+        options["shm_size"] = env.run.shm_size
+    if gpu_uuid and env.gpu_archs:
+        options["device_requests"] = [DeviceRequest(device_ids=[gpu_uuid], capabilities=[["gpu"]])]
+    return options
+
+
+class ContainerWorker:
+    def __init__(self, container, files: WorkerFiles):
+        self.container = container
+        self._files = files
+        self._removed = False
+        self._saved_exit_code: Optional[int] = None
+
+    def _state(self) -> dict[str, Any]:
+        self.container.reload()
+        return self.container.attrs["State"]
+
+    def poll(self) -> Optional[int]:
+        if self._removed:
+            return self._saved_exit_code
+        state = self._state()
+        return state["ExitCode"] if state["Status"] in ("exited", "dead") else None
+
+    def kill(self) -> None:
+        try:
+            self.container.kill()
+        except docker.errors.APIError:  # it ended on its own meanwhile
+            pass
+        self.container.wait(timeout=STOP_WAIT_S)
+
+    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
+        if self._removed:
+            return self._files.log.read_text(encoding="utf-8", errors="replace")[-chars:]
+        return self.container.logs(tail=500).decode("utf-8", "replace")[-chars:]
+
+    def oom_killed(self) -> bool:
+        return bool(self._state().get("OOMKilled"))
+
+    def remove(self) -> None:
+        """Keep the whole log in the exchange folder (worker.log, as the local runtime does), then remove."""
+        if self._removed:
+            return
+        try:
+            self._saved_exit_code = self.poll()
+            self._files.log.write_bytes(self.container.logs())
+            self.container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        self._removed = True
+
+
+class DockerRuntime(Runtime):
+    isolate_groups = True
+
+    def __init__(self, env: EnvSpec, cache_dir: Path, gpu_uuid: Optional[str] = None,
+                 build: Optional[BuildOptions] = None, extra_env: Optional[dict[str, str]] = None,
+                 network: bool = False, client: Optional[docker.DockerClient] = None,
+                 console: Optional[Console] = None):
+        """Connects, removes containers left by an interrupted earlier run, and builds the env's image if needed
+        (build None: reuse any image of the env's current files, else build with the default settings)."""
+        super().__init__(env)
+        self.client = client or connect()
+        self.cache_dir = cache_dir
+        self.gpu_uuid = gpu_uuid
+        self.extra_env = extra_env or {}
+        self.network = network
+        self.labels = {f"{LABEL}.sweep": f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}",
+                       f"{LABEL}.pid": str(os.getpid())}
+        remove_leftovers(self.client)
+        self.image: EnvImage = ensure_image(self.client, env, build, console)
+        self._workers: list[ContainerWorker] = []
+
+    def start_worker(self, files: WorkerFiles) -> ContainerWorker:
+        self._remove_finished()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)  # created by the engine it would belong to root
+        options = container_options(self.env, self.image.tag, files, self.cache_dir, self.gpu_uuid,
+                                    extra_env=self.extra_env, labels=self.labels, network=self.network)
+        try:
+            container = self.client.containers.run(**options)
+        except docker.errors.APIError as error:
+            raise UsageError(f"env {self.env.name!r}: cannot start a worker container of {self.image.tag}: "
+                             f"{error.explanation or error}") from None
+        worker = ContainerWorker(container, files)
+        self._workers.append(worker)
+        return worker
+
+    def image_digest(self) -> Optional[str]:
+        return self.image.digest
+
+    def close(self) -> None:
+        for worker in self._workers:
+            if worker.poll() is None:
+                worker.kill()
+            worker.remove()
+        self._workers.clear()
+
+    def _remove_finished(self) -> None:
+        for worker in [w for w in self._workers if w.poll() is not None]:
+            worker.remove()
+            self._workers.remove(worker)
+
+
+def remove_leftovers(client: docker.DockerClient) -> list[str]:
+    """Remove mlcbench containers whose mlcbench process is gone (an interrupted sweep); returns their names.
+    Containers of a sweep still running on this host (another GPU's) are left alone."""
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        pid = container.labels.get(f"{LABEL}.pid", "")
+        if pid.isdigit() and _alive(int(pid)):
+            continue
+        try:
+            container.remove(force=True)
+            removed.append(container.name)
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,144 @@
+"""Docker runtime and image settings that need no engine: container options, image tags, error messages."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchestrator.envs import ENVS_DIR_VARIABLE, load_env
+from orchestrator.errors import UsageError
+from orchestrator.images import BuildOptions, build_args, connect, image_tag
+from orchestrator.runtimes.base import WorkerFiles
+from orchestrator.runtimes.docker import CODE_ROOT, container_options
+from schema import EnvSpec, RunOptions
+
+GPU_UUID = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
+
+
+def gpu_env() -> EnvSpec:
+    return EnvSpec(name="triton-test", runtime="docker", cuda="12.8", gpu_archs=["8.9", "9.0"], workflows=["eager"],
+                   run=RunOptions(shm_size="8g", ipc_host=True, ulimits={"memlock": -1, "stack": 67108864},
+                                  env={"PJRT_DEVICE": "CUDA"}))
+
+
+def options_for(env: EnvSpec, tmp_path: Path, **kwargs) -> dict:
+    files = WorkerFiles(tmp_path / "work")
+    return container_options(env, "mlcbench/triton-test:abc", files, tmp_path / "cache", GPU_UUID, **kwargs)
+
+
+def test_gpu_worker_is_pinned_by_uuid_with_ngc_settings(tmp_path):
+    options = options_for(gpu_env(), tmp_path)
+    [request] = options["device_requests"]
+    assert request["DeviceIDs"] == [GPU_UUID]
+    assert request["Capabilities"] == [["gpu"]]
+    assert options["ipc_mode"] == "host"
+    assert "shm_size" not in options  # with the host's IPC namespace /dev/shm is the host's
+    ulimits = {ulimit["Name"]: (ulimit["Soft"], ulimit["Hard"]) for ulimit in options["ulimits"]}
+    assert ulimits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
+    assert options["privileged"] is False
+    assert options["detach"] is True
+    assert options["init"] is True
+    assert options["network_mode"] == "none"
+
+
+def test_code_is_mounted_read_only_and_work_and_cache_read_write(tmp_path):
+    options = options_for(gpu_env(), tmp_path)
+    volumes = options["volumes"]
+    assert volumes[str(CODE_ROOT / "workers")] == {"bind": "/mlcbench/workers", "mode": "ro"}
+    assert volumes[str(CODE_ROOT / "schema")] == {"bind": "/mlcbench/schema", "mode": "ro"}
+    assert volumes[str((tmp_path / "work").resolve())] == {"bind": "/mlcbench/work", "mode": "rw"}
+    assert volumes[str((tmp_path / "cache").resolve())] == {"bind": "/mlcbench/cache", "mode": "rw"}
+    assert not any(str(CODE_ROOT / "orchestrator") in path for path in volumes)
+    assert options["command"] == ["python", "-m", "workers", "run", "--jobs", "/mlcbench/work/jobs.jsonl",
+                                  "--results", "/mlcbench/work/results.jsonl", "--progress",
+                                  "/mlcbench/work/progress.txt", "--cache-dir", "/mlcbench/cache"]
+
+
+def test_labels_environment_and_user(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    monkeypatch.setenv("SOME_HOST_VARIABLE", "not passed")
+    options = options_for(gpu_env(), tmp_path, extra_env={"MLCBENCH_TEST_FAULTS": "1"},
+                          labels={"mlcbench.sweep": "s1"})
+    assert options["labels"] == {"mlcbench": "1", "mlcbench.env": "triton-test", "mlcbench.sweep": "s1"}
+    environment = options["environment"]
+    assert environment["PJRT_DEVICE"] == "CUDA"
+    assert environment["PYTHONPATH"] == "/mlcbench"
+    assert environment["MLCBENCH_TEST_FAULTS"] == "1"
+    assert environment["HF_TOKEN"] == "hf_secret"
+    assert "SOME_HOST_VARIABLE" not in environment
+    uid, gid = options["user"].split(":")
+    assert (int(uid), int(gid)) == (os.getuid(), os.getgid())
+
+
+def test_cpu_env_gets_no_gpu_and_its_shm_size(tmp_path):
+    cpu = EnvSpec(name="cpu-test", runtime="docker", workflows=["eager"], run=RunOptions(shm_size="2g"))
+    options = options_for(cpu, tmp_path)
+    assert "device_requests" not in options
+    assert "ipc_mode" not in options
+    assert options["shm_size"] == "2g"
+    assert options_for(cpu, tmp_path, network=True)["network_mode"] == "bridge"
+
+
+@pytest.fixture
+def envs_copy(tmp_path, monkeypatch) -> Path:
+    """A private copy of the cpu env, so tests can edit its files."""
+    root = tmp_path / "envs"
+    shutil.copytree(CODE_ROOT / "envs" / "cpu", root / "cpu")
+    monkeypatch.setenv(ENVS_DIR_VARIABLE, str(root))
+    return root
+
+
+def test_image_tag_is_stable_and_follows_files_and_build_settings(envs_copy, tmp_path):
+    env = load_env("cpu")
+    tag = image_tag(env)
+    assert tag.startswith("mlcbench/cpu:")
+    assert image_tag(load_env("cpu")) == tag
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    assert image_tag(env, BuildOptions(wheelhouse=wheels)) == tag  # the wheelhouse only carries pinned packages
+
+    tags = {tag,
+            image_tag(env, BuildOptions(base_image="mirror.example/debian:bookworm-slim")),
+            image_tag(env, BuildOptions(index_url="https://pypi.example/simple"))}
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    tags.add(image_tag(env, BuildOptions(ca_bundle=ca)))
+    ca.write_text("-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n")
+    tags.add(image_tag(env, BuildOptions(ca_bundle=ca)))
+    with open(envs_copy / "cpu" / "Dockerfile", "a") as dockerfile:
+        dockerfile.write("# a change\n")
+    tags.add(image_tag(env))
+    assert len(tags) == 6
+
+
+def test_base_image_override_becomes_a_build_arg(envs_copy):
+    env = load_env("cpu")
+    assert build_args(env, BuildOptions())["BASE_IMAGE"] == env.base_image
+    args = build_args(env, BuildOptions(base_image="mlcbench-base/debian:bookworm", index_url="https://pypi.example"))
+    assert args["BASE_IMAGE"] == "mlcbench-base/debian:bookworm"
+    assert args["PIP_INDEX_URL"] == "https://pypi.example"
+
+
+def test_unknown_env_is_a_usage_error(envs_copy):
+    with pytest.raises(UsageError, match=r"unknown env 'nope'.*known envs: cpu"):
+        load_env("nope")
+
+
+def test_malformed_env_toml_is_a_usage_error(envs_copy):
+    (envs_copy / "cpu" / "env.toml").write_text("runtime = \n")
+    with pytest.raises(UsageError, match=r"env 'cpu'.*not valid TOML"):
+        load_env("cpu")
+    (envs_copy / "cpu" / "env.toml").write_text('runtime = "podman"\nworkflows = []\n')
+    with pytest.raises(UsageError, match=r"env 'cpu'.*field runtime"):
+        load_env("cpu")
+
+
+def test_missing_ca_bundle_is_a_usage_error(envs_copy, tmp_path):
+    with pytest.raises(UsageError, match=r"env 'cpu': cannot read CA bundle"):
+        image_tag(load_env("cpu"), BuildOptions(ca_bundle=tmp_path / "missing.pem"))
+
+
+def test_engine_not_running_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"no Docker engine answers .*start it"):
+        connect(f"unix://{tmp_path}/no-such-docker.sock")
