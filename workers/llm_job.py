@@ -7,7 +7,7 @@ import torch
 
 from schema import Correctness, Metrics, ModelInfo
 from workers.correctness import compare_generation
-from workers.dynamo_stats import dynamo_stats
+from workers.dynamo_stats import compiled_graphs, dynamo_stats
 from workers.measure import peak_memory, time_calls, timed_once
 from workers.models import llm
 from workers.workflows.base import Workflow, WorkflowContext
@@ -16,25 +16,29 @@ from workers.workflows.hf_generate import HFGenerateRunner
 
 def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:
     job, cuda = ctx.job, ctx.device.type == "cuda"
-    with peak_memory(cuda) as memory, torch.no_grad():
-        begin = time.perf_counter()
-        model = llm.build(info, job, ctx.dtype, ctx.device)
-        if cuda:
-            torch.cuda.synchronize()
-        load_s = time.perf_counter() - begin
-        prompt = llm.prompt_ids(info, job, ctx.device)
-        reference = None
-        if workflow.name != "eager":
-            reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, job.output_len, with_logits=True)
-        with dynamo_stats() as compile_stats:
+    # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
+    with torch.no_grad():
+        with peak_memory(cuda) as memory:
             begin = time.perf_counter()
-            runner = workflow.prepare_llm(model, ctx)
-            prepare_s = time.perf_counter() - begin
-            first, first_call_s = timed_once(
-                lambda: runner.generate(prompt, job.output_len, with_logits=reference is not None), cuda, ctx.sync)
-            latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda,
-                                 ctx.sync)
-            token_times = _token_times(runner, prompt, job.output_len, cuda)
+            model = llm.build(info, job, ctx.dtype, ctx.device)
+            if cuda:
+                torch.cuda.synchronize()
+            load_s = time.perf_counter() - begin
+            prompt = llm.prompt_ids(info, job, ctx.device)
+            reference = None
+            if workflow.name != "eager":
+                reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, job.output_len,
+                                                                                   with_logits=True)
+            with dynamo_stats() as compile_stats:
+                begin = time.perf_counter()
+                runner = workflow.prepare_llm(model, ctx)
+                prepare_s = time.perf_counter() - begin
+                first, first_call_s = timed_once(
+                    lambda: runner.generate(prompt, job.output_len, with_logits=reference is not None), cuda, ctx.sync)
+        graphs_before = compiled_graphs()
+        latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda, ctx.sync)
+        token_times = _token_times(runner, prompt, job.output_len, cuda)
+        late_compiles = compiled_graphs() - graphs_before
     if first.tokens.shape != (job.batch_size, job.output_len):
         raise RuntimeError(f"{workflow.name} generated {tuple(first.tokens.shape)} tokens, "
                            f"expected {(job.batch_size, job.output_len)}")
@@ -49,7 +53,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
         tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),
         ttft_ms=ttft_ms, tpot_ms=tpot_ms, output_tokens=int(first.tokens.shape[1]),
         graph_breaks=compile_stats["graph_breaks"] if compiled else None,
-        recompiles=compile_stats["recompiles"] if compiled else None,
+        recompiles=compile_stats["recompiles"] + late_compiles if compiled else None,
     )
     correctness = None
     if reference is not None:
