@@ -1,0 +1,53 @@
+"""`mlcbench sweep --env cpu` end to end: containers of the cpu image, rows tagged env=cpu with the image digest."""
+
+import os
+from pathlib import Path
+
+import docker.errors
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.envs import load_env
+from orchestrator.errors import UsageError
+from orchestrator.images import BuildOptions, connect, ensure_image
+from orchestrator.store import Store
+
+pytestmark = pytest.mark.docker
+
+BASE_IMAGE = "mlcbench-base/debian:bookworm"
+WHEELHOUSE = Path(os.environ.get("MLCBENCH_WHEELHOUSE", Path.home() / ".cache" / "mlcbench" / "wheelhouse"))
+
+
+@pytest.fixture(scope="module")
+def cpu_image():
+    try:
+        client = connect()
+    except UsageError as error:
+        pytest.skip(f"no Docker engine: {error} (.ci/docker-setup.sh starts one)")
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"no local base image {BASE_IMAGE} (.ci/docker-setup.sh makes it with debootstrap)")
+    # what the sweep then finds: an image built from the env's current files
+    yield ensure_image(client, load_env("cpu"), BuildOptions(base_image=BASE_IMAGE,
+                                                             wheelhouse=WHEELHOUSE if WHEELHOUSE.is_dir() else None))
+    assert client.containers.list(all=True, filters={"label": "mlcbench=1"}) == [], "containers left behind"
+
+
+def test_sweep_in_the_cpu_env_stores_rows_with_the_image_digest(cpu_image, tmp_path):
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    arguments = ["sweep", "--env", "cpu", "--gpu", "cpu", "--suite", "smoke", "--model", "ffn-small",
+                 "--workflow", "eager,onnxruntime", "--batch-size", "1", "--db", db, "--workdir", str(tmp_path / "work"),
+                 "--cache-dir", str(tmp_path / "cache")]
+    outcome = CliRunner().invoke(app, arguments)
+    assert outcome.exit_code == 0, outcome.output
+
+    rows = Store(db).rows(env="cpu")
+    assert {(row.workflow, row.status) for row in rows} == {("eager", "ok"), ("onnxruntime", "ok")}
+    assert {row.image_digest for row in rows} == {cpu_image.digest}
+    assert all(row.env == "cpu" and row.gpu_tag == "cpu" for row in rows)
+
+    again = CliRunner().invoke(app, arguments)  # resume: everything is stored already
+    assert again.exit_code == 0, again.output
+    assert len(Store(db).rows(env="cpu")) == len(rows)
