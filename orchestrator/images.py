@@ -139,6 +139,8 @@ def build_image(client: docker.DockerClient, env: EnvSpec, options: BuildOptions
                             tail.append(line)
                             if line.startswith("Step "):
                                 status.update(f"building {tag}: {line}")
+                                if not console.is_terminal:  # CI logs: the status line is not drawn there
+                                    console.print(line, highlight=False, markup=False)
             except docker.errors.APIError as error:
                 tail.append(_first_line(error))
                 raise _build_failed(env, tag, tail) from None

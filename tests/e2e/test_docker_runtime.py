@@ -12,7 +12,7 @@ from orchestrator.envs import load_env
 from orchestrator.errors import UsageError
 from orchestrator.images import BuildOptions, connect, ensure_image
 from orchestrator.runtimes.base import run_jobs
-from orchestrator.runtimes.docker import DockerRuntime
+from orchestrator.runtimes.docker import DockerRuntime, remove_leftovers
 from orchestrator.runtimes.local import LocalRuntime
 from schema import JobSpec, Result
 
@@ -103,3 +103,16 @@ def test_a_crash_and_a_hang_cost_only_their_own_job(client, cpu_image, tmp_path)
     assert results[0].exit_code == 137 and "SIGKILL" in results[0].reason
     assert [r.job_id for r in results] == [j.job_id for j in jobs]
     assert client.containers.list(all=True, filters={"label": "mlcbench=1"}) == []
+
+
+def test_leftovers_of_an_interrupted_run_are_removed(client, cpu_image):
+    dead_pid = "4194304"  # above any pid_max: no such process
+    orphan = client.containers.create(cpu_image.tag, ["true"], labels={"mlcbench": "1", "mlcbench.pid": dead_pid})
+    ours = client.containers.create(cpu_image.tag, ["true"], labels={"mlcbench": "1", "mlcbench.pid": str(os.getpid())})
+    try:
+        assert remove_leftovers(client) == [orphan.name]
+        with pytest.raises(docker.errors.NotFound):
+            orphan.reload()
+        ours.reload()  # a live mlcbench process's container stays
+    finally:
+        ours.remove(force=True)
