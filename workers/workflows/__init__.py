@@ -12,6 +12,13 @@ _MODULES: dict[str, str] = {
     "torch_compile_static": "torch_compile_static:TorchCompileStatic",
     "aot_inductor": "aot_inductor:AOTInductor",
     "onnxruntime": "onnxruntime:OnnxRuntime",
+    "onnxruntime_cuda": "onnxruntime_cuda:OnnxRuntimeCUDA",
+    "onnxruntime_trt": "onnxruntime_trt:OnnxRuntimeTensorRT",
+    "torch_compile_tensorrt": "torch_compile_tensorrt:TorchCompileTensorRT",
+    "torch_tensorrt": "torch_tensorrt:TorchTensorRT",
+    "tensorrt_llm": "tensorrt_llm:TensorRTLLM",
+    "torch_compile_openxla": "torch_compile_openxla:TorchCompileOpenXLA",
+    "torchax": "torchax:Torchax",
 }
 _FAULTS: dict[str, str] = {
     "fault-kill": "faults:KillSelf",

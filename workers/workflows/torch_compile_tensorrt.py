@@ -1,0 +1,26 @@
+"""torch.compile with Torch-TensorRT's backend: TensorRT engines built at the first call (static shapes).
+
+LLMs are refused: the backend traces graphs with aot_export_joint_simple, which rejects the in-place updates of a
+static KV cache, and on a failed graph it quietly runs PyTorch instead (pass_through_build_failures=False), so a
+generate() timing would not be a TensorRT timing. The torch_tensorrt workflow runs LLMs with its own decode loop.
+"""
+
+import torch
+
+from workers.workflows.base import Unsupported, Workflow, require
+from workers.workflows.trt_settings import compilation_settings
+
+
+class TorchCompileTensorRT(Workflow):
+    name = "torch_compile_tensorrt"
+
+    def compile_module(self, module, inputs, ctx):
+        torch_tensorrt = require("torch_tensorrt", "import registers the 'tensorrt' torch.compile backend")
+        options = compilation_settings(torch_tensorrt, ctx)
+        ctx.settings.update(backend="tensorrt", dynamic=False)
+        return torch.compile(module, backend="tensorrt", dynamic=False, options=options)
+
+    def prepare_llm(self, model, ctx):
+        raise Unsupported(
+            "torch_compile_tensorrt: Torch-TensorRT's torch.compile backend cannot take a static KV cache's in-place "
+            "updates (aot_export_joint_simple) and silently falls back to PyTorch; use the torch_tensorrt workflow")
