@@ -1,0 +1,56 @@
+"""ONNX Runtime's TensorRT execution provider (CUDA and CPU EPs behind it for nodes TensorRT rejects).
+
+Engines are built at the first run, for an explicit shape profile (1 x 1 up to the job's batch x sequence), and
+cached in the env cache so a later job with the same model and shapes loads them instead of building."""
+
+import torch
+
+from workers.workflows.base import Unsupported, Workflow
+from workers.workflows.onnx_export import export_onnx, runner, session
+
+WORKSPACE_BYTES = 8 << 30
+
+
+def profile_shapes(inputs: tuple[torch.Tensor, ...], smallest: bool) -> str:
+    """TensorRT EP profile syntax: 'input_0:1x1x2048,input_1:...' (names as export_onnx gives them)."""
+    shapes = []
+    for index, tensor in enumerate(inputs):
+        dims = list(tensor.shape)
+        if smallest:
+            dims[:2] = [1, 1]  # the dynamic batch and sequence axes
+        shapes.append(f"input_{index}:" + "x".join(str(d) for d in dims))
+    return ",".join(shapes)
+
+
+class OnnxRuntimeTensorRT(Workflow):
+    name = "onnxruntime_trt"
+
+    def compile_module(self, module, inputs, ctx):
+        path = export_onnx(module, inputs, ctx, dynamic_batch_and_sequence=True)
+        fp16 = ctx.dtype == torch.float16
+        if ctx.dtype == torch.bfloat16:
+            raise Unsupported("onnxruntime_trt: bf16 needs the TensorRT EP's bf16 mode and bf16 IO binding, which "
+                              "this adapter does not set up")
+        engines = ctx.cache_dir / "trt_engines"
+        engines.mkdir(parents=True, exist_ok=True)
+        trt_options = {
+            "device_id": ctx.device.index or 0,
+            "trt_fp16_enable": fp16,
+            "trt_engine_cache_enable": True,
+            "trt_engine_cache_path": str(engines),
+            "trt_max_workspace_size": WORKSPACE_BYTES,
+            "trt_profile_min_shapes": profile_shapes(inputs, smallest=True),
+            "trt_profile_opt_shapes": profile_shapes(inputs, smallest=False),
+            "trt_profile_max_shapes": profile_shapes(inputs, smallest=False),
+        }
+        providers = [("TensorrtExecutionProvider", trt_options),
+                     ("CUDAExecutionProvider", {"device_id": ctx.device.index or 0}), "CPUExecutionProvider"]
+        sess = session(path, providers, ctx)
+        ctx.settings.update({key: value for key, value in trt_options.items() if key != "device_id"})
+        # with fp16 enabled TensorRT may pick fp16-accumulating kernels: that alone can double a GeForce peak
+        ctx.settings["accumulation"] = "fp16" if fp16 else "fp32"
+        return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
+
+    def prepare_llm(self, model, ctx):
+        raise Unsupported("onnxruntime_trt: LLMs need an ONNX export with KV-cache inputs and outputs, which this "
+                          "worker does not produce")
