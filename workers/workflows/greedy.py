@@ -9,10 +9,13 @@ from workers.workflows.base import Generation
 
 
 class GreedyRunner:
-    def __init__(self, forward: Callable[[torch.Tensor], torch.Tensor], eos_token_id: Optional[int] = None):
+    def __init__(self, forward: Callable[[torch.Tensor], torch.Tensor], eos_token_id: Optional[int] = None,
+                 sync: Optional[Callable[[torch.Tensor], None]] = None):
         self.forward = forward
         # generate()'s reference forbids EOS until max_new_tokens (min_new_tokens): do the same so tokens match
         self.eos_token_id = eos_token_id
+        # blocks until a token is computed, for forwards that run outside torch's CUDA stream (per-token timing)
+        self.sync = sync
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
                  on_token: Optional[Callable[[], None]] = None) -> Generation:
@@ -28,6 +31,8 @@ class GreedyRunner:
                 scores[:, self.eos_token_id] = float("-inf")
             ids = torch.cat([ids, scores.argmax(dim=-1, keepdim=True).to(ids.dtype)], dim=1)
             if on_token is not None:
+                if self.sync is not None:
+                    self.sync(ids)
                 on_token()
         tokens = ids[:, input_ids.shape[1]:]
         return Generation(tokens=tokens, step_logits=torch.stack(step_logits, dim=1) if with_logits else None)

@@ -1,0 +1,114 @@
+"""PyTorch modules on JAX/XLA through torchax: the module's weights and inputs moved to the "jax" device, its
+forward traced and jitted by JAX (torchax.compile). Outputs wrap jax.Arrays, computed asynchronously: ctx.sync
+blocks on them before a timer stops.
+
+LLMs: our greedy loop without a KV cache, run on torchax tensors end to end; the forward returns only the last
+position's logits and is jitted once per sequence length (all lengths compile during the first generate call)."""
+
+import os
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
+
+import torch
+
+from workers.workflows.base import Generation, Unsupported, Workflow, WorkflowContext, require
+from workers.workflows.greedy import GreedyRunner
+
+PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+_tolerated_overloads: list = []  # filled once, when torchax first loads in this process
+
+
+@contextmanager
+def _named_tensor_overloads_tolerated(seen: list) -> Iterator[None]:
+    """torchax 0.0.13 lists aten overloads of named-tensor variants (prod.dim_Dimname, std.correction_names ...) in
+    its op tables; torch 2.13 dropped them, so the lookup fails at import. While torchax loads, such a name resolves
+    to a placeholder key that no dispatch can ever hit."""
+    packet = torch._ops.OpOverloadPacket
+    original = packet.__getattr__
+
+    def lookup(self, key):
+        try:
+            return original(self, key)
+        except AttributeError:
+            if "name" not in key.lower():
+                raise
+            seen.append(f"{self._qualified_op_name}.{key}")
+            return ("missing overload", self._qualified_op_name, key)
+
+    packet.__getattr__ = lookup
+    try:
+        yield
+    finally:
+        packet.__getattr__ = original
+
+
+def _load(ctx: WorkflowContext):
+    # JAX takes 75 % of GPU memory at start-up unless told not to: peak-memory figures would mean nothing
+    ctx.settings[PREALLOCATE] = os.environ.setdefault(PREALLOCATE, "false")
+    with _named_tensor_overloads_tolerated(_tolerated_overloads):
+        torchax = require("torchax", "PyTorch on JAX")
+        env = torchax.default_env()
+    import jax
+
+    backend = jax.default_backend()
+    if ctx.device.type == "cuda" and backend != "gpu":
+        raise Unsupported(f"torchax: jax {jax.__version__} has no GPU backend here (default backend: {backend})")
+    ctx.settings.update(torchax=torchax.__version__, jax=jax.__version__, jax_backend=backend)
+    if _tolerated_overloads:
+        ctx.settings["torchax_compat"] = (f"{len(_tolerated_overloads)} named-tensor overloads absent from torch "
+                                          f"{torch.__version__} ignored")
+    return torchax, env, jax
+
+
+class _TorchaxGreedy:
+    """The greedy loop on torchax tensors; tokens and logits come back as torch tensors on the CPU."""
+
+    def __init__(self, env, forward: Callable, eos_token_id: Optional[int], block: Callable):
+        self.env = env
+        self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))
+
+    def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None):
+        with self.env:
+            out = self.greedy.generate(input_ids.to("jax"), max_new_tokens, with_logits, on_token)
+            # jax keeps 32-bit integers unless x64 is enabled
+            tokens = out.tokens.to("cpu").to(torch.long)
+            logits = out.step_logits.to("cpu") if with_logits else None
+        return Generation(tokens=tokens, step_logits=logits)
+
+
+class _LastLogits(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, use_cache=False).logits[:, -1:, :]
+
+
+class Torchax(Workflow):
+    name = "torchax"
+
+    def compile_module(self, module, inputs, ctx):
+        torchax, env, jax = _load(ctx)
+        with env:
+            module.to("jax")
+            compiled = torchax.compile(module)
+            # moved once, like IO binding: the timed calls measure the computation, not host transfers
+            on_device = tuple(tensor.to("jax") for tensor in inputs)
+        ctx.sync = jax.block_until_ready
+        ctx.settings["compile"] = "torchax.compile (jax.jit)"
+
+        def run(*_: torch.Tensor):
+            with env:
+                return compiled(*on_device).jax()  # a jax.Array: torch.as_tensor converts it for the check
+
+        return run
+
+    def prepare_llm(self, model, ctx):
+        torchax, env, jax = _load(ctx)
+        with env:
+            model.to("jax")
+            forward = torchax.compile(_LastLogits(model))
+        ctx.settings.update(compile="torchax.compile (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache",
+                            cache="none")
+        return _TorchaxGreedy(env, forward, model.config.eos_token_id, jax.block_until_ready)
