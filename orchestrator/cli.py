@@ -1,5 +1,7 @@
 """The `mlcbench` command."""
 
+import shlex
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,6 +12,7 @@ from orchestrator.console import ProgressListener, console, exits_cleanly
 from orchestrator.envs import load_env
 from orchestrator.gpu import detect, resolve_target
 from orchestrator.planner import Filters
+from orchestrator.runtimes.base import StopRequest
 from orchestrator.store import DEFAULT_DB, Store
 from orchestrator.suites import SUITES, default_suite, get_suite
 from orchestrator.tables import results_table
@@ -31,6 +34,8 @@ def sweep(
     suite: Annotated[Optional[str], typer.Option(help="paper (default on a GPU) or smoke (default on a CPU)")] = None,
     env: Annotated[Optional[list[str]], typer.Option(help="env name(s), comma-separated or repeated")] = None,
     gpu: Annotated[Optional[str], typer.Option(help="GPU tag: rtx4090, rtx5090, a100, h100, h200, l40s, l4, cpu")] = None,
+    gpus: Annotated[Optional[str], typer.Option(
+        help="GPUs to run on at once, one worker each: 'all' or indices '0,1' (default: the first GPU)")] = None,
     force_gpu_tag: Annotated[bool, typer.Option(help="tag results with --gpu even if the hardware differs")] = False,
     db: DbOption = DEFAULT_DB,
     rerun: Annotated[bool, typer.Option(help="run again jobs that already have a final result")] = False,
@@ -40,8 +45,9 @@ def sweep(
     workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = Path.home() / ".cache" / "mlcbench",
 ) -> None:
-    """Run a suite in one or more envs and store every result."""
-    target = resolve_target(gpu, detect(), force_gpu_tag)
+    """Run a suite in one or more envs and store every result. Ctrl-C stops after the jobs in flight (twice: at once);
+    running the same command again resumes."""
+    target = resolve_target(gpu, detect(), force_gpu_tag, gpus)
     options = sweeping.SweepOptions(
         suite=get_suite(suite or default_suite(target.device)), env_names=_split(env) or ["local"], target=target,
         filters=Filters(models=_split(model), workflows=_split(workflow), batch_sizes=batch_size or []),
@@ -53,8 +59,17 @@ def sweep(
     store = Store(db)
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{target.tag}[/] ({target.device}), "
                   f"env(s) {', '.join(options.env_names)}, store {store.url}")
-    with ProgressListener() as listener:
-        report = sweeping.run(options, store, listener)
+    stop = StopRequest()
+    try:
+        with ProgressListener() as listener, sweeping.stop_on_sigint(stop):
+            report = sweeping.run(options, store, listener, stop=stop)
+    except KeyboardInterrupt:
+        report = sweeping.SweepReport(interrupted=True)
+    if report.interrupted:
+        resume = shlex.join(["mlcbench", *sys.argv[1:]])
+        print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
+              file=sys.stderr)
+        raise typer.Exit(130)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {target.tag}"))
     if report.skipped:

@@ -62,7 +62,8 @@ def _text(value) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """What a sweep runs on: the tag its rows carry, the device jobs use, and the GPUs (empty on CPU)."""
+    """What a sweep runs on: the tag its rows carry, the device jobs use, and the GPUs it runs workers on, one each
+    (empty on CPU)."""
 
     tag: str
     device: str
@@ -74,7 +75,33 @@ def tag_for(gpu: GpuInfo) -> str:
     return gpu_tag_for_name(gpu.name) or re.sub(r"[^a-z0-9]+", "-", gpu.name.lower()).strip("-")
 
 
-def resolve_target(requested: Optional[str], detected: list[GpuInfo], force: bool = False) -> Target:
+def select_gpus(selection: Optional[str], detected: list[GpuInfo]) -> list[GpuInfo]:
+    """--gpus: 'all', or NVML indices '0,2'; None: the first GPU only."""
+    if selection is None or not detected:
+        if selection not in (None, "all"):
+            raise UsageError(f"--gpus {selection}: this host has no GPU")
+        return detected[:1]
+    if selection.strip() == "all":
+        return list(detected)
+    by_index = {gpu.index if gpu.index is not None else position: gpu for position, gpu in enumerate(detected)}
+    chosen = []
+    for part in (part.strip() for part in selection.split(",")):
+        if not part.isdigit() or int(part) not in by_index:
+            raise UsageError(f"--gpus {selection}: {part!r} is not a GPU index of this host "
+                             f"(known: all, {', '.join(map(str, by_index))})")
+        if by_index[int(part)] not in chosen:
+            chosen.append(by_index[int(part)])
+    tags = {tag_for(gpu) for gpu in chosen}
+    if len(tags) > 1:
+        raise UsageError(f"--gpus {selection} mixes GPU models ({', '.join(sorted(tags))}): results carry one GPU tag "
+                         f"per sweep; run one sweep per model")
+    return chosen
+
+
+def resolve_target(requested: Optional[str], detected: list[GpuInfo], force: bool = False,
+                   gpus: Optional[str] = None) -> Target:
+    """requested: the --gpu tag (None: the detected one); gpus: the --gpus selection."""
+    detected = select_gpus(gpus, detected)
     detected_tag = tag_for(detected[0]) if detected else CPU_TAG
     if requested is not None and requested != CPU_TAG and requested not in GPUS:
         raise UsageError(f"unknown GPU tag {requested!r}; known: {', '.join([CPU_TAG, *GPUS])}")

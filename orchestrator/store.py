@@ -1,7 +1,8 @@
 """The result store: one SQL table of results, one row per (job, env, GPU tag), tagged and carrying the whole Result.
 
 Any SQLAlchemy URL works (SQLite by default, PostgreSQL for several hosts). The schema is created and upgraded by
-Alembic migrations, never rewritten silently. The orchestrator is the only writer."""
+Alembic migrations, never rewritten silently. The orchestrator is the only writer; several orchestrators (threads,
+processes, hosts) may write to one store at once."""
 
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,9 +13,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, event,
-                        select)
+                        select, text)
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from orchestrator.errors import UsageError
@@ -22,6 +23,8 @@ from schema import Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
+# any constant: PostgreSQL advisory lock that serializes the migrations of orchestrators starting at once
+MIGRATION_LOCK_KEY = 0x6D6C6362
 
 
 class Base(DeclarativeBase):
@@ -56,6 +59,7 @@ class ResultRow(Base):
     ended_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
     stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     result_json: Mapped[str] = mapped_column(Text)
+    sweep_id: Mapped[Optional[str]] = mapped_column(String(128), index=True)
 
     def result(self) -> Result:
         return Result.model_validate_json(self.result_json)
@@ -83,9 +87,15 @@ class Store:
         self.engine = open_engine(url)
         migrate(self.engine)
 
-    def put(self, result: Result) -> None:
+    def put(self, result: Result, sweep_id: Optional[str] = None) -> None:
         """Insert, or replace the row of the same job, env and GPU tag, in one transaction."""
-        columns = _columns(result)
+        columns = {**_columns(result), "sweep_id": sweep_id}
+        try:
+            self._upsert(columns)
+        except IntegrityError:  # another writer inserted the same key since our select: replace its row
+            self._upsert(columns)
+
+    def _upsert(self, columns: dict) -> None:
         with Session(self.engine) as session, session.begin():
             row = session.scalar(select(ResultRow).where(
                 ResultRow.job_id == columns["job_id"], ResultRow.env == columns["env"],
@@ -159,6 +169,8 @@ def _alembic_config(connection) -> Config:
 def migrate(engine: Engine) -> None:
     """Bring the store's schema to the newest migration; refuse a store made by a newer mlcbench."""
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":  # released at commit; SQLite serializes its writers itself
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         config = _alembic_config(connection)
         current = MigrationContext.configure(connection).get_current_revision()
         known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}

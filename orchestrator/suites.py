@@ -37,6 +37,14 @@ SUITES: dict[str, Suite] = {
                        batch_sizes=[1], output_len=8, warmup=1, repeats=3, timeout_s=300),
         ],
     ),
+    "tiny": Suite(
+        name="tiny",
+        description="eight eager runs of small synthetic models, seconds in all: for checking a setup, and for tests",
+        entries=[
+            SuiteEntry(models=["matmul-small", "matmul-relu-small"], workflows=["eager"], batch_sizes=[1, 2, 4, 8],
+                       warmup=1, repeats=3, timeout_s=120),
+        ],
+    ),
 }
 
 

@@ -1,19 +1,32 @@
-"""One sweep: plan per env, store what cannot run, run the rest through the env's runtime, store every result."""
+"""One sweep: plan per env, store what cannot run, run the rest through one runtime per GPU at once (one worker
+thread each, sharing the jobs through a queue), store every result as it arrives."""
 
 import itertools
+import math
+import os
+import queue
+import signal
+import socket
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from orchestrator import provenance
 from orchestrator.envs import load_env
 from orchestrator.gpu import Target
 from orchestrator.planner import EnvPlan, Filters, expand, plan_env
-from orchestrator.runtimes.base import Runtime, run_jobs
+from orchestrator.runtimes.base import Runtime, StopRequest, run_jobs
+from orchestrator.secret_env import redact
 from orchestrator.store import Store
-from schema import EnvSpec, JobSpec, Result, Suite
+from schema import EnvSpec, GpuInfo, JobSpec, Result, Suite
+
+# several chunks per GPU for the local runtime, so that GPUs which finish early take over the rest
+CHUNKS_PER_WORKER = 4
+JOIN_POLL_S = 0.2
 
 
 @dataclass
@@ -32,6 +45,8 @@ class SweepReport:
     stored: list[Result] = field(default_factory=list)
     skipped: int = 0
     jobs_wall_s: float = 0.0
+    # set when a stop request ended the sweep before every planned job had a result
+    interrupted: bool = False
 
 
 class SweepListener:
@@ -42,6 +57,9 @@ class SweepListener:
     def job_done(self, result: Result) -> None: ...
 
 
+RuntimeFactory = Callable[[EnvSpec, SweepOptions, Optional[GpuInfo]], Runtime]
+
+
 def plan(options: SweepOptions, store: Store) -> list[EnvPlan]:
     envs = [load_env(name) for name in options.env_names]
     jobs = expand(options.suite, options.target, options.filters)
@@ -50,51 +68,138 @@ def plan(options: SweepOptions, store: Store) -> list[EnvPlan]:
 
 
 def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] = None,
-        runtime_factory: Optional[Callable[[EnvSpec, SweepOptions], Runtime]] = None) -> SweepReport:
+        runtime_factory: Optional[RuntimeFactory] = None, stop: Optional[StopRequest] = None) -> SweepReport:
     listener = listener or SweepListener()
     runtime_factory = runtime_factory or make_runtime
+    stop = stop or StopRequest()
     plans = plan(options, store)
     report = SweepReport(skipped=sum(p.skipped for p in plans))
     listener.planned(sum(len(p.to_run) + len(p.unsupported) for p in plans), report.skipped)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    sweep_id = f"{socket.gethostname()}-{os.getpid()}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}"
+    writer = _ResultWriter(store, report, listener, sweep_id)
     for env_plan in plans:
         env = env_plan.env
         for result in env_plan.unsupported:
-            _store(store, report, listener, provenance.finish(result, env.name, options.target.tag, None))
-        if not env_plan.to_run:
+            writer.put(provenance.finish(result, env.name, options.target.tag, None))
+        if not env_plan.to_run or stop.requested:
             continue
-        runtime = runtime_factory(env, options)
-        try:
-            digest = runtime.image_digest()
-
-            def on_result(result: Result) -> None:
-                _store(store, report, listener, provenance.finish(result, env.name, options.target.tag, digest))
-
-            for index, group in enumerate(_worker_groups(runtime, env_plan.to_run)):
-                begin = time.perf_counter()
-                run_jobs(runtime, group, options.workdir / f"{stamp}-{env.name}" / f"group-{index:03d}", on_result)
-                report.jobs_wall_s += time.perf_counter() - begin
-        finally:
-            runtime.close()
+        begin = time.perf_counter()
+        _run_env(env, env_plan.to_run, options, runtime_factory, writer, stop, options.workdir / f"{sweep_id}-{env.name}")
+        report.jobs_wall_s += time.perf_counter() - begin
+    report.interrupted = stop.requested
     return report
 
 
-def _store(store: Store, report: SweepReport, listener: SweepListener, result: Result) -> None:
-    store.put(result)
-    report.stored.append(result)
-    listener.job_done(result)
+class _ResultWriter:
+    """Stores results from every worker thread, one at a time (a transaction each), in the order they arrive."""
+
+    def __init__(self, store: Store, report: SweepReport, listener: SweepListener, sweep_id: str):
+        self._store, self._report, self._listener, self._sweep_id = store, report, listener, sweep_id
+        self._lock = threading.Lock()
+
+    def put(self, result: Result) -> None:
+        result = redact(result)
+        with self._lock:
+            self._store.put(result, sweep_id=self._sweep_id)
+            self._report.stored.append(result)
+            self._listener.job_done(result)
 
 
-def _worker_groups(runtime: Runtime, jobs: list[JobSpec]) -> list[list[JobSpec]]:
-    """Jobs that share one worker: all of them locally; one container per (model, workflow) for isolation."""
-    if not runtime.isolate_groups:
-        return [jobs]
-    ordered = sorted(jobs, key=lambda job: (job.model, job.workflow))
-    return [list(group) for _, group in itertools.groupby(ordered, key=lambda job: (job.model, job.workflow))]
+def _run_env(env: EnvSpec, jobs: list[JobSpec], options: SweepOptions, runtime_factory: RuntimeFactory,
+             writer: _ResultWriter, stop: StopRequest, workdir: Path) -> None:
+    """One worker thread per GPU (one in all on a CPU), each with its own runtime, taking work units from a queue."""
+    runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
+    threads: list[threading.Thread] = []
+    errors: list[BaseException] = []
+    try:
+        for gpu in options.target.gpus or (None,):
+            runtimes.append((gpu, runtime_factory(env, options, gpu)))
+        units: queue.SimpleQueue[tuple[int, list[JobSpec]]] = queue.SimpleQueue()
+        for index, unit in enumerate(_work_units(runtimes[0][1], jobs, len(runtimes))):
+            units.put((index, unit))
+        for gpu, runtime in runtimes:
+            thread = threading.Thread(target=_worker_loop, name=f"worker-gpu{gpu.index if gpu else '-'}", daemon=True,
+                                      args=(env, gpu, runtime, units, options, writer, stop, workdir, errors))
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            while thread.is_alive():  # a timed join keeps the main thread responsive to Ctrl-C
+                thread.join(JOIN_POLL_S)
+    finally:
+        if any(thread.is_alive() for thread in threads):  # interrupted at once: the workers' jobs are dropped
+            stop.now.set()
+            for thread in threads:
+                thread.join()
+        for _, runtime in runtimes:
+            runtime.close()
+    if errors:
+        raise errors[0]
 
 
-def make_runtime(env: EnvSpec, options: SweepOptions) -> Runtime:
-    gpu_uuid = options.target.gpus[0].uuid if options.target.gpus else None
+def _worker_loop(env: EnvSpec, gpu: Optional[GpuInfo], runtime: Runtime, units: "queue.SimpleQueue",
+                 options: SweepOptions, writer: _ResultWriter, stop: StopRequest, workdir: Path,
+                 errors: list[BaseException]) -> None:
+    digest = runtime.image_digest()
+
+    def on_result(result: Result) -> None:
+        writer.put(provenance.finish(_on_gpu(result, gpu), env.name, options.target.tag, digest))
+
+    try:
+        while not stop.requested:
+            try:
+                index, unit = units.get_nowait()
+            except queue.Empty:
+                return
+            run_jobs(runtime, unit, workdir / f"unit-{index:03d}", on_result, stop=stop)
+    except BaseException as error:  # the main thread re-raises it; the other workers stop at once
+        errors.append(error)
+        stop.now.set()
+
+
+def _on_gpu(result: Result, gpu: Optional[GpuInfo]) -> Result:
+    """The host's record of the GPU it pinned the worker to wins over the worker's (whose indices are relative to its
+    visible devices); what only the worker knows (clocks, driver) is kept."""
+    if gpu is None:
+        return result
+    seen = result.provenance.gpu
+    merged = gpu if seen is None else seen.model_copy(update={
+        name: value for name, value in gpu.model_dump().items() if value is not None})
+    return result.model_copy(update={"provenance": result.provenance.model_copy(update={"gpu": merged})})
+
+
+def _work_units(runtime: Runtime, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
+    """How jobs are shared out: one container per (model, workflow) group where the runtime isolates groups, else
+    all jobs to one local worker, or, with several GPUs, small chunks. Largest first, so the last to end are short."""
+    if runtime.isolate_groups:
+        ordered = sorted(jobs, key=lambda job: (job.model, job.workflow))
+        units = [list(group) for _, group in itertools.groupby(ordered, key=lambda job: (job.model, job.workflow))]
+    elif workers == 1:
+        units = [jobs]
+    else:
+        size = max(1, math.ceil(len(jobs) / (workers * CHUNKS_PER_WORKER)))
+        units = [jobs[start:start + size] for start in range(0, len(jobs), size)]
+    return sorted(units, key=len, reverse=True)
+
+
+@contextmanager
+def stop_on_sigint(stop: StopRequest) -> Iterator[None]:
+    """The first Ctrl-C asks for a stop after the jobs in flight; the second stops at once (KeyboardInterrupt)."""
+
+    def handle(signum, frame) -> None:
+        if stop.after_job.is_set():
+            stop.now.set()
+            raise KeyboardInterrupt
+        stop.after_job.set()
+
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def make_runtime(env: EnvSpec, options: SweepOptions, gpu: Optional[GpuInfo]) -> Runtime:
+    gpu_uuid = gpu.uuid if gpu else None
     if env.runtime == "local":
         from orchestrator.runtimes.local import LocalRuntime
 

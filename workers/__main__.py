@@ -2,6 +2,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from workers.orphan import exit_with_parent
 from workers.protocol import JobFileError, read_jobs
 from workers.runner import run_jobs
 
@@ -21,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     except JobFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    exit_with_parent()
     run_jobs(jobs, args.results, args.cache_dir, args.progress)
     return 0
 

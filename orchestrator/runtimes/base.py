@@ -3,6 +3,7 @@ worker that dies or overruns into a crashed / oom / timeout result for the job i
 worker for the rest."""
 
 import signal
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -70,6 +71,19 @@ class Runtime(ABC):
         """Release whatever the runtime holds (containers); called even when the sweep is interrupted."""
 
 
+class StopRequest:
+    """How a sweep is asked to stop (Ctrl-C): `after_job` lets each job in flight finish and be stored first,
+    `now` drops the jobs in flight. Shared by every worker thread of a sweep."""
+
+    def __init__(self) -> None:
+        self.after_job = threading.Event()
+        self.now = threading.Event()
+
+    @property
+    def requested(self) -> bool:
+        return self.after_job.is_set() or self.now.is_set()
+
+
 class _LineReader:
     """Complete lines appended to a file since the last call (a partial last line waits for its newline)."""
 
@@ -90,18 +104,20 @@ class _LineReader:
 
 
 def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Callable[[Result], None],
-             poll_s: float = 0.05) -> None:
-    """Run every job; exactly one Result per job reaches on_result, in job order."""
+             poll_s: float = 0.05, stop: Optional[StopRequest] = None) -> None:
+    """Run every job; exactly one Result per job reaches on_result, in job order. Once a stop is requested, the jobs
+    not yet started get none (and, for a stop `now`, neither does the job in flight)."""
+    stop = stop or StopRequest()
     pending = list(jobs)
     workdir = workdir.resolve()
     attempt = 0
-    while pending:
+    while pending and not stop.requested:
         files = WorkerFiles(workdir / f"worker-{attempt:03d}")
         files.folder.mkdir(parents=True, exist_ok=True)
         files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in pending), encoding="utf-8")
         handle = runtime.start_worker(files)
         try:
-            done = _follow(handle, files, pending, on_result, poll_s)
+            done = _follow(handle, files, pending, on_result, poll_s, stop)
         finally:
             if handle.poll() is None:
                 handle.kill()
@@ -110,21 +126,27 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
 
 
 def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_result: Callable[[Result], None],
-            poll_s: float) -> int:
-    """Follow one worker until it has answered every job, dies, or overruns a job; returns how many jobs ended."""
+            poll_s: float, stop: StopRequest) -> int:
+    """Follow one worker until it has answered every job, dies, overruns a job, or is asked to stop; returns how many
+    jobs ended."""
     results, progress = _LineReader(files.results), _LineReader(files.progress)
-    done, started_at = 0, None
+    # started: jobs the worker has begun (progress lines); the job in flight is jobs[done] while started > done
+    done, started, started_at = 0, 0, None
     while done < len(jobs):
         for line in results.new_lines():
             on_result(parse_result_line(line, jobs[done]))
-            done, started_at = done + 1, None
-            if done == len(jobs):
+            done += 1
+            started_at = time.monotonic() if started > done else None
+            if done == len(jobs) or stop.requested:
                 return done
-        if started_at is None and progress.new_lines():
+        started += len(progress.new_lines())
+        if started_at is None and started > done:
             started_at = time.monotonic()
+        if stop.now.is_set() or (stop.after_job.is_set() and started_at is None):
+            return done
         exit_code = handle.poll()
         if exit_code is not None:
-            for line in results.new_lines():  # lines written just before the end
+            for line in results.new_lines()[:len(jobs) - done]:  # lines written just before the end
                 on_result(parse_result_line(line, jobs[done]))
                 done += 1
             if done < len(jobs):

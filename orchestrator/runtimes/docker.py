@@ -15,6 +15,7 @@ from rich.console import Console
 from orchestrator.errors import UsageError
 from orchestrator.images import BuildOptions, EnvImage, connect, ensure_image
 from orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
+from orchestrator.secret_env import SECRETS
 from schema import EnvSpec
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
@@ -23,8 +24,6 @@ CONTAINER_ROOT = "/mlcbench"
 CONTAINER_WORK = f"{CONTAINER_ROOT}/work"
 CONTAINER_CACHE = f"{CONTAINER_ROOT}/cache"
 LABEL = "mlcbench"
-# Host variables handed to workers at run time only, never baked into an image.
-SECRETS = ("HF_TOKEN",)
 STOP_WAIT_S = 30
 
 
