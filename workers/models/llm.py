@@ -30,8 +30,8 @@ def build(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.devic
     from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
     if job.model_path:
-        model = AutoModelForCausalLM.from_pretrained(job.model_path, dtype=dtype, device_map=str(device))
-        return model.eval()
+        model = AutoModelForCausalLM.from_pretrained(job.model_path, dtype=dtype)
+        return model.to(device).eval()
     torch.manual_seed(job.seed)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # allocate in the target dtype: a 7B model in fp32 would need twice the memory

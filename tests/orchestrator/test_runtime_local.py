@@ -1,0 +1,59 @@
+from orchestrator.runtimes.base import describe_exit, parse_result_line, run_jobs
+from orchestrator.runtimes.local import LocalRuntime
+from schema import EnvSpec, JobSpec, Result
+
+LOCAL = EnvSpec(name="local", runtime="local", workflows=["*"])
+
+
+def job(workflow: str, **overrides) -> JobSpec:
+    return JobSpec(**{"model": "matmul-small", "workflow": workflow, "precision": "fp32", "batch_size": 1,
+                      "device": "cpu", "warmup": 0, "repeats": 2, **overrides})
+
+
+def run(tmp_path, jobs: list[JobSpec]) -> list[Result]:
+    runtime = LocalRuntime(LOCAL, cache_dir=tmp_path / "cache", extra_env={"MLCBENCH_TEST_FAULTS": "1"})
+    results: list[Result] = []
+    run_jobs(runtime, jobs, tmp_path / "work", results.append)
+    return results
+
+
+def test_worker_killed_mid_job_keeps_finished_results_and_records_the_crash(tmp_path):
+    jobs = [job("eager"), job("fault-kill"), job("eager", batch_size=2)]
+    results = run(tmp_path, jobs)
+    assert [r.job_id for r in results] == [j.job_id for j in jobs]
+    assert [r.status for r in results] == ["ok", "crashed", "ok"]
+    crashed = results[1]
+    assert crashed.exit_code == -9 and "SIGKILL" in crashed.reason
+    # a fresh worker ran the last job: two exchange folders
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["worker-000", "worker-001"]
+
+
+def test_segfault_is_a_crash_with_its_signal(tmp_path):
+    results = run(tmp_path, [job("fault-segfault")])
+    assert results[0].status == "crashed" and "SIGSEGV" in results[0].reason
+
+
+def test_job_over_its_timeout_is_stored_as_timeout_and_the_next_job_runs(tmp_path):
+    results = run(tmp_path, [job("fault-hang", timeout_s=3), job("eager")])
+    assert [r.status for r in results] == ["timeout", "ok"]
+    assert "3 s timeout" in results[0].reason
+
+
+def test_fault_workflows_are_unknown_without_the_test_switch(tmp_path):
+    runtime = LocalRuntime(LOCAL, cache_dir=tmp_path / "cache")
+    results: list[Result] = []
+    run_jobs(runtime, [job("fault-kill")], tmp_path / "work", results.append)
+    assert results[0].status == "unsupported"
+
+
+def test_unparsable_result_line_becomes_a_failed_result_with_the_raw_text():
+    spec = job("eager")
+    result = parse_result_line('{"job_id": "x", "status": "ok"', spec)
+    assert result.status == "failed" and result.job_id == spec.job_id
+    assert result.error == '{"job_id": "x", "status": "ok"'
+
+
+def test_exit_descriptions():
+    assert describe_exit(3) == "exit code 3"
+    assert "SIGSEGV" in describe_exit(-11)
+    assert "SIGKILL" in describe_exit(137) and "OOM" in describe_exit(137)

@@ -1,0 +1,60 @@
+import pytest
+from pydantic import ValidationError
+
+from schema import Correctness, Metrics, Result, Suite, SuiteEntry, Timing
+from schema.jobs import JobSpec
+
+
+def job(**overrides) -> JobSpec:
+    return JobSpec(**{"model": "ffn-small", "workflow": "eager", "precision": "fp32", "batch_size": 4,
+                      "device": "cpu", **overrides})
+
+
+def test_job_round_trip_keeps_every_field_and_the_id():
+    original = job(workflow="torch_compile", options={"compile_mode": "max-autotune"}, seed=7)
+    again = JobSpec.model_validate_json(original.model_dump_json())
+    assert again == original
+    assert again.job_id == original.job_id
+
+
+def test_job_id_changes_with_any_setting_but_not_the_timeout():
+    base = job()
+    assert job(batch_size=8).job_id != base.job_id
+    assert job(precision="bf16").job_id != base.job_id
+    assert job(options={"io_binding": False}).job_id != base.job_id
+    assert job(timeout_s=5).job_id == base.job_id
+
+
+@pytest.mark.parametrize("bad", [{"unknown": 1}, {"batch_size": 0}, {"model": "gpt-5"}, {"precision": "int3"},
+                                 {"schema_version": 2}])
+def test_job_rejects_bad_fields(bad):
+    with pytest.raises(ValidationError):
+        job(**bad)
+
+
+def test_result_round_trip_with_metrics_and_correctness():
+    spec = job(workflow="onnxruntime")
+    result = Result(job_id=spec.job_id, job=spec, status="ok",
+                    metrics=Metrics(latency=Timing(median_ms=1.5, p10_ms=1.4, p90_ms=1.7, mean_ms=1.55, cv=0.06,
+                                                   repeats=10, method="perf_counter"),
+                                    tflops=0.1, settings={"execution_providers": "CPUExecutionProvider"}),
+                    correctness=Correctness(max_abs_diff=1e-6, rel_l2_error=1e-7, cosine=1.0, tolerance=1e-3,
+                                            passed=True))
+    again = Result.model_validate_json(result.model_dump_json())
+    assert again == result
+    assert again.metrics.latency.noisy  # cv 6 % is over the 5 % flag
+
+
+def test_result_status_is_closed():
+    spec = job()
+    with pytest.raises(ValidationError):
+        Result(job_id=spec.job_id, job=spec, status="slow")
+
+
+def test_suite_expands_the_grid_at_each_models_default_precision():
+    suite = Suite(name="t", description="", entries=[
+        SuiteEntry(models=["ffn-tinyllama", "ffn-llama2"], workflows=["eager", "torch_compile"], batch_sizes=[1, 4])])
+    jobs = suite.expand("cuda")
+    assert len(jobs) == 8
+    assert {j.precision for j in jobs if j.model == "ffn-tinyllama"} == {"bf16"}
+    assert {j.precision for j in jobs if j.model == "ffn-llama2"} == {"fp16"}

@@ -1,0 +1,79 @@
+"""Each core workflow on the CPU, through the worker's own run_job, checked against eager."""
+
+import pytest
+
+from schema import JobSpec
+from workers.runner import run_job
+
+
+def synthetic(workflow: str, model: str = "ffn-small", **overrides) -> JobSpec:
+    return JobSpec(**{"model": model, "workflow": workflow, "precision": "fp32", "batch_size": 2, "device": "cpu",
+                      "warmup": 1, "repeats": 3, **overrides})
+
+
+@pytest.mark.parametrize("workflow", ["torch_compile", "aot_inductor", "onnxruntime"])
+def test_synthetic_workflow_matches_eager(tmp_path, workflow):
+    result = run_job(synthetic(workflow), tmp_path)
+    assert result.status == "ok", result.error
+    assert result.correctness.passed
+    assert result.correctness.rel_l2_error < 1e-4
+    assert result.metrics.tflops > 0 and result.metrics.compile_s > 0
+    assert result.metrics.latency.method == "perf_counter"
+
+
+def test_eager_synthetic_has_exact_flops_and_no_correctness_check(tmp_path):
+    result = run_job(synthetic("eager", model="ffn-multilayer-small"), tmp_path)
+    assert result.status == "ok"
+    assert result.correctness is None
+    # 4 FFN layers x 2 matmuls x 2 flops x (2 x 32 tokens) x 256 x 704
+    assert result.metrics.flops == 4 * 2 * 2 * 64 * 256 * 704
+    assert result.metrics.tflops == pytest.approx(result.metrics.flops / result.metrics.latency.median_ms / 1e9)
+
+
+def test_onnxruntime_without_io_binding_on_cpu_records_it(tmp_path):
+    result = run_job(synthetic("onnxruntime", options={"io_binding": False}), tmp_path)
+    assert result.status == "ok" and result.metrics.settings["io_binding"] is False
+    assert "CPUExecutionProvider" in result.metrics.settings["execution_providers"]
+
+
+def test_cuda_job_without_a_gpu_is_unsupported_with_the_reason(tmp_path):
+    result = run_job(synthetic("eager", device="cuda"), tmp_path)
+    assert result.status == "unsupported" and "no GPU" in result.reason
+
+
+def llm(workflow: str, **overrides) -> JobSpec:
+    return JobSpec(**{"model": "llama-2layer", "workflow": workflow, "precision": "fp32", "batch_size": 2,
+                      "output_len": 6, "device": "cpu", "warmup": 1, "repeats": 2, **overrides})
+
+
+@pytest.mark.parametrize("workflow", ["eager", "torch_compile", "torch_compile_static"])
+def test_llm_generates_exactly_output_len_tokens_and_checks_against_eager(tmp_path, workflow):
+    job = llm(workflow)
+    result = run_job(job, tmp_path)
+    assert result.status == "ok", result.error
+    metrics = result.metrics
+    assert metrics.output_tokens == 6
+    assert metrics.tokens_per_s == pytest.approx(2 * 6 / (metrics.latency.median_ms / 1e3))
+    assert 0 < metrics.ttft_ms and 0 < metrics.tpot_ms
+    assert metrics.settings["decode_loop"] == "hf_generate"
+    if workflow == "eager":
+        assert result.correctness is None and metrics.graph_breaks is None
+    else:
+        assert result.correctness.passed and result.correctness.token_agreement == 1.0
+        assert result.correctness.cosine > 0.9999
+        assert metrics.graph_breaks == 0
+    if workflow == "torch_compile_static":
+        assert metrics.settings["cache"] == "static" and metrics.settings["compiled_graphs"] >= 1
+
+
+def test_llm_from_a_saved_checkpoint_folder(tmp_path):
+    import torch
+
+    from schema import MODELS
+    from workers.models import llm as llm_models
+
+    model = llm_models.build(MODELS["llama-2layer"], llm("eager"), torch.float32, torch.device("cpu"))
+    model.save_pretrained(tmp_path / "ckpt")
+    result = run_job(llm("eager", model_path=str(tmp_path / "ckpt")), tmp_path)
+    assert result.status == "ok", result.error
+    assert result.metrics.output_tokens == 6
