@@ -1,0 +1,119 @@
+"""torch.compile(backend="openxla") against stand-in torch_xla modules (current and older device/sync names); the
+"XLA device" is the CPU, so the compiled module still runs and is compared with eager."""
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+import types
+
+import pytest
+import torch
+from torch._dynamo.backends import registry
+
+from schema import JobSpec
+from workers.runner import run_job
+
+PJRT = ("PJRT_DEVICE", "GPU_NUM_DEVICES", "PJRT_ALLOCATOR_PREALLOCATE")
+
+
+@pytest.fixture
+def fake_xla(monkeypatch):
+    def install(current_api):
+        calls = {"backend": 0, "sync": 0, "mark_step": 0, "wait": 0, "env_at_import": None}
+        for key in PJRT:
+            monkeypatch.delenv(key, raising=False)
+
+        def count(key):
+            return lambda: calls.__setitem__(key, calls[key] + 1)
+
+        def backend(gm, example_inputs):
+            calls["backend"] += 1
+            return gm.forward
+
+        package = types.ModuleType("torch_xla")
+        package.__version__ = "2.5.0"
+        xm = types.ModuleType("torch_xla.core.xla_model")
+        xm.mark_step, xm.wait_device_ops = count("mark_step"), count("wait")
+        if current_api:
+            package.device, package.sync = (lambda: torch.device("cpu")), count("sync")
+        else:
+            xm.xla_device = lambda: torch.device("cpu")
+
+        class Loader(importlib.abc.Loader):  # records the environment torch_xla sees as it loads
+            def create_module(self, spec):
+                return package
+
+            def exec_module(self, module):
+                calls["env_at_import"] = {key: os.environ.get(key) for key in PJRT}
+
+        class Finder(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                return importlib.util.spec_from_loader(name, Loader()) if name == "torch_xla" else None
+
+        monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
+        monkeypatch.setitem(sys.modules, "torch_xla", None)
+        monkeypatch.delitem(sys.modules, "torch_xla")  # undone in reverse: the key is gone again after the test
+        monkeypatch.setitem(sys.modules, "torch_xla.core", types.SimpleNamespace(xla_model=xm))
+        monkeypatch.setitem(sys.modules, "torch_xla.core.xla_model", xm)
+        registry._lazy_import()  # torch registers its own "openxla" lazily: let it, then stand in for it
+        monkeypatch.setitem(registry._BACKENDS, "openxla", None)
+        monkeypatch.setitem(registry._COMPILER_FNS, "openxla", backend)
+        return calls
+
+    return install
+
+
+def _job(model="ffn-small", **fields):
+    return JobSpec(model=model, workflow="torch_compile_openxla", precision="fp32", batch_size=2, input_len=8,
+                   device="cpu", warmup=1, repeats=2, **fields)
+
+
+@pytest.mark.parametrize("current_api", [True, False])
+def test_compiles_with_openxla_and_syncs_every_timed_call(fake_xla, tmp_path, current_api):
+    calls = fake_xla(current_api)
+    result = run_job(_job(), tmp_path)
+    assert result.status == "ok", result.error
+    assert calls["backend"] == 1  # static shapes: one graph, no recompiles
+    flushes = calls["sync"] if current_api else calls["mark_step"]
+    assert flushes == calls["wait"] == 1 + 1 + 2  # first call, warm-up, repeats
+    assert calls["env_at_import"] == {"PJRT_DEVICE": "CPU", "GPU_NUM_DEVICES": None, "PJRT_ALLOCATOR_PREALLOCATE": None}
+    assert result.metrics.settings["backend"] == "openxla" and result.metrics.settings["PJRT_DEVICE"] == "CPU"
+    assert result.correctness.passed
+
+
+def test_gpu_jobs_get_the_pjrt_cuda_environment(fake_xla, tmp_path):
+    from schema import MODELS
+    from workers.models import synthetic
+    from workers.workflows.base import WorkflowContext
+    from workers.workflows.torch_compile_openxla import TorchCompileOpenXLA
+
+    calls = fake_xla(True)
+    job = _job()
+    model, inputs = synthetic.build(MODELS[job.model], job, torch.float32, torch.device("cpu"))
+    # a CUDA job as the openxla env sees it; the stand-in XLA device is still the CPU
+    ctx = WorkflowContext(job=job, device=torch.device("cuda"), dtype=torch.float32, cache_dir=tmp_path)
+    TorchCompileOpenXLA().compile_module(model, inputs, ctx)
+    expected = {"PJRT_DEVICE": "CUDA", "GPU_NUM_DEVICES": "1", "PJRT_ALLOCATOR_PREALLOCATE": "false"}
+    assert calls["env_at_import"] == expected
+    assert {key: ctx.settings[key] for key in PJRT} == expected
+
+
+def test_an_environment_already_set_is_kept_and_recorded(fake_xla, monkeypatch, tmp_path):
+    fake_xla(True)
+    monkeypatch.setenv("PJRT_DEVICE", "CUDA_CUSTOM")
+    result = run_job(_job(), tmp_path)
+    assert result.metrics.settings["PJRT_DEVICE"] == "CUDA_CUSTOM"
+
+
+def test_llms_are_refused_with_reason(fake_xla, tmp_path):
+    fake_xla(True)
+    result = run_job(_job(model="llama-2layer"), tmp_path)
+    assert result.status == "unsupported" and "torch_xla" in result.reason
+
+
+def test_missing_torch_xla_is_unsupported(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch_xla", None)
+    result = run_job(_job(), tmp_path)
+    assert result.status == "unsupported"
+    assert "torch_xla not importable" in result.reason
