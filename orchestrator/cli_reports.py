@@ -1,0 +1,157 @@
+"""`mlcbench report`, `compare`, `export` and `merge`: reading the result store (and folding stores together)."""
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional, get_args
+
+import typer
+from sqlalchemy.engine import make_url
+
+from orchestrator.console import console, exits_cleanly
+from orchestrator.errors import UsageError
+from orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
+from orchestrator.reports.export import Format, to_csv, to_json, write_parquet
+from orchestrator.reports.merge import merge as merge_stores
+from orchestrator.reports.terminal import comparison_table
+from orchestrator.store import DEFAULT_DB, Store
+from schema import Result
+
+DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
+GpuOption = Annotated[Optional[list[str]], typer.Option("--gpu", help="only these GPU tags (repeat or comma-separate)")]
+EnvOption = Annotated[Optional[list[str]], typer.Option("--env", help="only these envs (repeat or comma-separate)")]
+ModelOption = Annotated[Optional[list[str]], typer.Option("--model", help="only these models")]
+WorkflowOption = Annotated[Optional[list[str]], typer.Option("--workflow", help="only these workflows")]
+
+
+def _split(values: Optional[list[str]]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values or [] for part in value.split(",") if part.strip())
+
+
+def _safe(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _selected(db: str, selection: Selection) -> tuple[Store, list[Result]]:
+    """The results the filters select; an empty list after saying, in one line, why there is nothing to show."""
+    store = Store(db)
+    results = load_results(store, selection)
+    if not results:
+        console.print(f"no stored results match {selection.describe()} in {_safe(db)}" if store.rows()
+                      else f"the store {_safe(db)} holds no results yet")
+    return store, results
+
+
+def _store_url(path_or_url: str, must_exist: bool) -> str:
+    if "://" in path_or_url:
+        return path_or_url
+    path = Path(path_or_url)
+    if must_exist and not path.is_file():
+        raise UsageError(f"no such store file: {path_or_url}")
+    return f"sqlite:///{path}"
+
+
+@exits_cleanly
+def report(
+    db: DbOption = DEFAULT_DB, gpu: GpuOption = None, env: EnvOption = None, model: ModelOption = None,
+    workflow: WorkflowOption = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="also write a static HTML report into this folder")]
+    = None,
+    markdown: Annotated[Optional[Path], typer.Option(
+        "--markdown", help="also write Markdown tables (workflow x batch per model) to this file; - for stdout")]
+    = None,
+) -> None:
+    """Tables of the stored results (support, throughput, speedup, compile cost, correctness, P3, provenance)."""
+    selection = Selection(gpus=_split(gpu), envs=_split(env), models=_split(model), workflows=_split(workflow))
+    _, results = _selected(db, selection)
+    if not results:
+        return
+    # Imported here: matplotlib makes every other mlcbench command slower to start.
+    from orchestrator.reports.html import write_html
+    from orchestrator.reports.markdown import markdown as markdown_text
+    from orchestrator.reports.report import build_report
+    from orchestrator.reports.terminal import report_renderables
+
+    built = build_report(results, _safe(db), selection)
+    if markdown == Path("-"):
+        sys.stdout.write(markdown_text(built))
+        return
+    for renderable in report_renderables(built):
+        console.print(renderable)
+    if markdown is not None:
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(markdown_text(built), encoding="utf-8")
+        console.print(f"Markdown tables written to {markdown}")
+    if html is not None:
+        console.print(f"HTML report written to {write_html(built, html)}")
+
+
+@exits_cleanly
+def compare(
+    db: DbOption = DEFAULT_DB, gpu: GpuOption = None, env: EnvOption = None, model: ModelOption = None,
+    workflow: WorkflowOption = None,
+) -> None:
+    """Two GPUs (--gpu A --gpu B) or two envs on one GPU (--env A --env B): both figures and their ratio B / A."""
+    gpus, envs = _split(gpu), _split(env)
+    if len(gpus) == 2:
+        axis, (first, second) = "gpu", gpus
+    elif len(envs) == 2 and len(gpus) <= 1:
+        axis, (first, second) = "env", envs
+    else:
+        raise UsageError("compare needs exactly two --gpu values, or two --env values and at most one --gpu")
+    selection = Selection(gpus=gpus, envs=envs, models=_split(model), workflows=_split(workflow))
+    _, results = _selected(db, selection)
+    if not results:
+        return
+    comparison = compare_rows(perf_rows(results), axis, first, second)  # type: ignore[arg-type]
+    console.print(comparison_table(comparison))
+    compared = sum(1 for row in comparison.rows if row.ratio is not None)
+    console.print(f"{compared} of {len(comparison.rows)} row(s) ran ok on both sides")
+
+
+@exits_cleanly
+def export(
+    output_format: Annotated[str, typer.Option("--format", help="csv, json (flat rows + the full Result) or parquet")] = "csv",
+    out: Annotated[Optional[Path], typer.Option("--out", help="file to write; stdout when omitted (not parquet)")]
+    = None,
+    db: DbOption = DEFAULT_DB, gpu: GpuOption = None, env: EnvOption = None, model: ModelOption = None,
+    workflow: WorkflowOption = None,
+    status: Annotated[Optional[list[str]], typer.Option("--status", help="only these statuses")] = None,
+) -> None:
+    """One flat row per stored result: figures, correctness and provenance."""
+    if output_format not in get_args(Format):
+        raise UsageError(f"unknown --format {output_format!r}; use csv, json or parquet")
+    if output_format == "parquet" and out is None:
+        raise UsageError("--format parquet needs --out FILE")
+    selection = Selection(gpus=_split(gpu), envs=_split(env), models=_split(model), workflows=_split(workflow),
+                          statuses=_split(status))
+    _, results = _selected(db, selection)
+    if not results:
+        return
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    if output_format == "parquet":
+        write_parquet(results, out)  # type: ignore[arg-type]
+    else:
+        text = to_csv(results) if output_format == "csv" else to_json(results)
+        if out is None:
+            sys.stdout.write(text)
+            return
+        out.write_text(text, encoding="utf-8")
+    console.print(f"{len(results)} row(s) written to {out}")
+
+
+@exits_cleanly
+def merge(
+    sources: Annotated[list[str], typer.Argument(help="stores to fold in: SQLite files or SQLAlchemy URLs")],
+    into: Annotated[str, typer.Option("--into", help="target store (SQLite file or URL); created if missing")],
+) -> None:
+    """Fold result stores together; for the same job, env and GPU the run that ended last wins."""
+    target_url = _store_url(into, must_exist=False)
+    source_urls = [_store_url(source, must_exist=True) for source in sources]
+    counts = merge_stores([Store(url) for url in source_urls], Store(target_url))
+    console.print(f"merged {len(source_urls)} store(s) into {_safe(target_url)}: {counts.describe()}")
+
+
+def register(app: typer.Typer) -> None:
+    for command in (report, compare, export, merge):
+        app.command()(command)

@@ -1,0 +1,398 @@
+"""What the reports show, derived from stored Results: pure functions returning typed rows."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from statistics import median
+from typing import Iterable, Literal, Optional
+
+from orchestrator.store import Store
+from schema import GPUS, MODELS, WORKFLOWS, Result
+
+Kind = Literal["llm", "synthetic"]
+Axis = Literal["gpu", "env"]
+# Most serious first: the status a support-matrix cell takes when its runs disagree.
+SEVERITY = ("crashed", "failed", "timeout", "oom", "unsupported", "ok")
+# Packages named in provenance lines and tables; the full set stays in the provenance table.
+KEY_PACKAGES = ("torch", "transformers", "torch_tensorrt", "tensorrt", "tensorrt_llm", "onnxruntime", "torch_xla",
+                "jax")
+
+
+@dataclass(frozen=True)
+class Selection:
+    gpus: tuple[str, ...] = ()
+    envs: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    workflows: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = [f"{name} {', '.join(values)}" for name, values in
+                 (("gpu", self.gpus), ("env", self.envs), ("model", self.models), ("workflow", self.workflows),
+                  ("status", self.statuses)) if values]
+        return "; ".join(parts) or "everything"
+
+
+def load_results(store: Store, selection: Selection) -> list[Result]:
+    rows = store.rows(gpu_tag=selection.gpus or None, env=selection.envs or None, model=selection.models or None,
+                      workflow=selection.workflows or None, status=selection.statuses or None)
+    return [row.result() for row in rows]
+
+
+def gpu_of(result: Result) -> str:
+    return result.provenance.gpu_tag or "?"
+
+
+def env_of(result: Result) -> str:
+    return result.provenance.env or "?"
+
+
+def kind_of(model: str) -> Kind:
+    return MODELS[model].kind  # type: ignore[return-value]
+
+
+def workflow_order(workflow: str) -> tuple[int, str]:
+    """Catalog order (eager first), unknown names after, alphabetically."""
+    names = list(WORKFLOWS)
+    return (names.index(workflow) if workflow in names else len(names), workflow)
+
+
+def peak_tflops(gpu: str, precision: str, accumulation: Optional[str]) -> Optional[float]:
+    peaks = GPUS.get(gpu)
+    return peaks.peak_tflops(precision, accumulation or "fp32") if peaks else None
+
+
+def provenance_line(result: Result) -> str:
+    """Where one number comes from, in one line (HTML title attributes, footnotes)."""
+    provenance = result.provenance
+    gpu = provenance.gpu
+    packages = " ".join(f"{name} {provenance.packages[name]}" for name in KEY_PACKAGES if name in provenance.packages)
+    parts = [
+        f"env {env_of(result)}",
+        f"image {provenance.image_digest or 'none (local)'}",
+        f"GPU {gpu.name if gpu else gpu_of(result)}" + (f" driver {gpu.driver}" if gpu and gpu.driver else ""),
+        packages or "no package versions",
+        f"git {provenance.git_rev or 'unknown'}",
+        f"run {provenance.started_at:%Y-%m-%d %H:%M} UTC" if provenance.started_at else "run time unknown",
+        f"job {result.job_id}",
+    ]
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class PerfRow:
+    """One stored result with its figure of merit (tokens/s for LLMs, TFLOPS for synthetic models) and the speedup
+    over eager for the same model, batch, precision, env and GPU."""
+
+    gpu: str
+    env: str
+    model: str
+    workflow: str
+    precision: str
+    batch: int
+    kind: Kind
+    status: str
+    reason: Optional[str]
+    value: Optional[float]
+    speedup: Optional[float]
+    efficiency: Optional[float]  # synthetic: fraction of peak; LLM: fraction of the weight-bandwidth bound
+    accumulation: Optional[str]
+    correct: Optional[bool]
+    result: Result
+
+    @property
+    def unit(self) -> str:
+        return "tok/s" if self.kind == "llm" else "TFLOPS"
+
+
+def _value(result: Result) -> Optional[float]:
+    if result.status != "ok":
+        return None
+    return result.metrics.tokens_per_s if kind_of(result.job.model) == "llm" else result.metrics.tflops
+
+
+def _efficiency(result: Result) -> Optional[float]:
+    metrics = result.metrics
+    if result.status != "ok":
+        return None
+    if kind_of(result.job.model) == "llm":
+        return metrics.bandwidth_fraction
+    if metrics.peak_fraction is not None:
+        return metrics.peak_fraction
+    peak = peak_tflops(gpu_of(result), result.job.precision, metrics.accumulation)
+    return metrics.tflops / peak if metrics.tflops is not None and peak else None
+
+
+def _speedup_key(result: Result) -> tuple[str, str, str, str, int]:
+    return (gpu_of(result), env_of(result), result.job.model, result.job.precision, result.job.batch_size)
+
+
+def perf_rows(results: Iterable[Result]) -> list[PerfRow]:
+    results = list(results)
+    eager = {_speedup_key(r): _value(r) for r in results if r.job.workflow == "eager" and _value(r)}
+    rows = []
+    for result in results:
+        value, reference = _value(result), eager.get(_speedup_key(result))
+        job = result.job
+        rows.append(PerfRow(
+            gpu=gpu_of(result), env=env_of(result), model=job.model, workflow=job.workflow, precision=job.precision,
+            batch=job.batch_size, kind=kind_of(job.model), status=result.status, reason=result.reason, value=value,
+            speedup=value / reference if value is not None and reference else None,
+            efficiency=_efficiency(result), accumulation=result.metrics.accumulation,
+            correct=result.correctness.passed if result.correctness else None, result=result))
+    return sorted(rows, key=lambda r: (r.kind, r.model, r.gpu, r.env, workflow_order(r.workflow), r.precision, r.batch))
+
+
+@dataclass(frozen=True)
+class ThroughputLine:
+    workflow: str
+    cells: dict[int, PerfRow]  # batch size -> result
+
+
+@dataclass(frozen=True)
+class ThroughputTable:
+    """Workflow x batch size for one model at one precision, in one env on one GPU."""
+
+    kind: Kind
+    model: str
+    precision: str
+    gpu: str
+    env: str
+    batches: tuple[int, ...]
+    lines: tuple[ThroughputLine, ...]
+
+    @property
+    def title(self) -> str:
+        unit = "tokens/s" if self.kind == "llm" else "TFLOPS"
+        return f"{self.model} ({self.precision}) on {self.gpu}, env {self.env}: {unit}"
+
+
+def throughput_tables(rows: Iterable[PerfRow]) -> list[ThroughputTable]:
+    groups: dict[tuple, list[PerfRow]] = defaultdict(list)
+    for row in rows:
+        groups[(row.kind, row.model, row.precision, row.gpu, row.env)].append(row)
+    tables = []
+    for (kind, model, precision, gpu, env), members in sorted(groups.items()):
+        by_workflow: dict[str, dict[int, PerfRow]] = defaultdict(dict)
+        for row in members:
+            by_workflow[row.workflow][row.batch] = row
+        lines = tuple(ThroughputLine(w, by_workflow[w]) for w in sorted(by_workflow, key=workflow_order))
+        tables.append(ThroughputTable(kind, model, precision, gpu, env,
+                                      tuple(sorted({row.batch for row in members})), lines))
+    return tables
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """Compile time and peak memory of one workflow on one model, over the batch sizes that ran."""
+
+    gpu: str
+    env: str
+    model: str
+    workflow: str
+    batches_ok: tuple[int, ...]
+    compile_s_median: Optional[float]
+    compile_s_max: Optional[float]
+    load_s_median: Optional[float]
+    peak_mem_bytes: Optional[int]
+    peak_mem_batch: Optional[int]
+
+
+def cost_rows(results: Iterable[Result]) -> list[CostRow]:
+    groups: dict[tuple[str, str, str, str], list[Result]] = defaultdict(list)
+    for result in results:
+        if result.status == "ok":
+            groups[(gpu_of(result), env_of(result), result.job.model, result.job.workflow)].append(result)
+    rows = []
+    for (gpu, env, model, workflow), members in groups.items():
+        compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
+        load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
+        with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
+        biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None
+        rows.append(CostRow(
+            gpu, env, model, workflow, tuple(sorted(r.job.batch_size for r in members)),
+            median(compile_times) if compile_times else None, max(compile_times) if compile_times else None,
+            median(load_times) if load_times else None,
+            biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None))
+    return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow)))
+
+
+@dataclass(frozen=True)
+class SupportCell:
+    status: str  # the most serious status among the cell's runs
+    counts: tuple[tuple[str, int], ...]  # (status, runs), most serious first
+    reasons: tuple[str, ...]  # "b64 oom: CUDA out of memory ..." for every run that is not ok
+
+    @property
+    def label(self) -> str:
+        if self.counts == (("ok", self.total),):
+            return "ok"
+        return " · ".join(f"{status} {count}/{self.total}" for status, count in self.counts)
+
+    @property
+    def total(self) -> int:
+        return sum(count for _, count in self.counts)
+
+
+@dataclass(frozen=True)
+class SupportMatrix:
+    """Workflow (rows) x env on GPU (columns) for one model."""
+
+    model: str
+    columns: tuple[tuple[str, str], ...]  # (env, gpu)
+    workflows: tuple[str, ...]
+    cells: dict[tuple[str, str, str], SupportCell]  # (workflow, env, gpu) -> cell
+
+    def cell(self, workflow: str, env: str, gpu: str) -> Optional[SupportCell]:
+        return self.cells.get((workflow, env, gpu))
+
+
+def support_matrices(results: Iterable[Result]) -> list[SupportMatrix]:
+    runs: dict[str, dict[tuple[str, str, str], list[Result]]] = defaultdict(lambda: defaultdict(list))
+    for result in results:
+        runs[result.job.model][(result.job.workflow, env_of(result), gpu_of(result))].append(result)
+    matrices = []
+    for model in sorted(runs):
+        cells = {}
+        for key, members in runs[model].items():
+            counts = {s: sum(1 for r in members if r.status == s) for s in SEVERITY}
+            present = tuple((s, n) for s, n in counts.items() if n)
+            reasons = tuple(f"b{r.job.batch_size} {r.job.precision} {r.status}: {r.reason or 'no reason recorded'}"
+                            for r in sorted(members, key=lambda r: r.job.batch_size) if r.status != "ok")
+            cells[key] = SupportCell(present[0][0], present, reasons)
+        matrices.append(SupportMatrix(
+            model=model, columns=tuple(sorted({(env, gpu) for _, env, gpu in cells})),
+            workflows=tuple(sorted({workflow for workflow, _, _ in cells}, key=workflow_order)), cells=cells))
+    return matrices
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """A correctness check against eager (shown for every checked result; failures are never dropped)."""
+
+    gpu: str
+    env: str
+    model: str
+    workflow: str
+    precision: str
+    batch: int
+    passed: bool
+    cosine: Optional[float]
+    rel_l2_error: Optional[float]
+    max_abs_diff: Optional[float]
+    token_agreement: Optional[float]
+    tolerance: float
+
+
+def failed_checks(results: Iterable[Result]) -> list[CheckRow]:
+    rows = []
+    for result in results:
+        check = result.correctness
+        if check is None or check.passed:
+            continue
+        job = result.job
+        rows.append(CheckRow(gpu_of(result), env_of(result), job.model, job.workflow, job.precision, job.batch_size,
+                             check.passed, check.cosine, check.rel_l2_error, check.max_abs_diff, check.token_agreement,
+                             check.tolerance))
+    return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow), r.batch))
+
+
+@dataclass(frozen=True)
+class ProvenanceRow:
+    """Where the numbers of one env on one GPU come from. Several values mean the runs differ."""
+
+    gpu: str
+    env: str
+    results: int
+    gpu_names: tuple[str, ...]
+    drivers: tuple[str, ...]
+    image_digests: tuple[str, ...]
+    packages: tuple[tuple[str, tuple[str, ...]], ...]  # (package, versions)
+    pythons: tuple[str, ...]
+    git_revs: tuple[str, ...]
+    first_started: Optional[datetime]
+    last_ended: Optional[datetime]
+
+
+def provenance_rows(results: Iterable[Result]) -> list[ProvenanceRow]:
+    groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    for result in results:
+        groups[(gpu_of(result), env_of(result))].append(result)
+    rows = []
+    for (gpu, env), members in sorted(groups.items()):
+        provenances = [r.provenance for r in members]
+
+        def distinct(values: Iterable[Optional[str]]) -> tuple[str, ...]:
+            return tuple(sorted({v for v in values if v}))
+
+        package_names = sorted({name for p in provenances for name in p.packages},
+                               key=lambda n: (KEY_PACKAGES.index(n) if n in KEY_PACKAGES else len(KEY_PACKAGES), n))
+        starts = [p.started_at for p in provenances if p.started_at]
+        ends = [p.ended_at for p in provenances if p.ended_at]
+        rows.append(ProvenanceRow(
+            gpu=gpu, env=env, results=len(members),
+            gpu_names=distinct(p.gpu.name if p.gpu else None for p in provenances),
+            drivers=distinct(p.gpu.driver if p.gpu else None for p in provenances),
+            image_digests=distinct(p.image_digest for p in provenances),
+            packages=tuple((name, distinct(p.packages.get(name) for p in provenances)) for name in package_names),
+            pythons=distinct(p.python for p in provenances), git_revs=distinct(p.git_rev for p in provenances),
+            first_started=min(starts) if starts else None, last_ended=max(ends) if ends else None))
+    return rows
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One workflow x model x batch measured on two GPUs (or in two envs); ratio = second / first."""
+
+    workflow: str
+    model: str
+    precision: str
+    batch: int
+    fixed: str  # the env when GPUs are compared, the GPU when envs are
+    unit: str
+    first: Optional[float]
+    second: Optional[float]
+    first_status: Optional[str]
+    second_status: Optional[str]
+
+    @property
+    def ratio(self) -> Optional[float]:
+        return self.second / self.first if self.first and self.second is not None else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    axis: Axis
+    first: str
+    second: str
+    rows: tuple[CompareRow, ...]
+
+    @property
+    def title(self) -> str:
+        return f"{self.second} / {self.first} ({'GPU' if self.axis == 'gpu' else 'env'})"
+
+
+def compare(rows: Iterable[PerfRow], axis: Axis, first: str, second: str) -> Comparison:
+    sides: dict[tuple[str, str, str, int, str], dict[str, PerfRow]] = defaultdict(dict)
+    for row in rows:
+        side, fixed = (row.gpu, row.env) if axis == "gpu" else (row.env, row.gpu)
+        if side in (first, second):
+            sides[(row.workflow, row.model, row.precision, row.batch, fixed)][side] = row
+    compared = []
+    for (workflow, model, precision, batch, fixed), by_side in sides.items():
+        a, b = by_side.get(first), by_side.get(second)
+        compared.append(CompareRow(workflow, model, precision, batch, fixed, (a or b).unit,  # type: ignore[union-attr]
+                                   a.value if a else None, b.value if b else None,
+                                   a.status if a else None, b.status if b else None))
+    compared.sort(key=lambda r: (r.model, r.fixed, workflow_order(r.workflow), r.precision, r.batch))
+    return Comparison(axis, first, second, tuple(compared))
+
+
+def comparisons_in(rows: list[PerfRow]) -> list[Comparison]:
+    """Every other GPU against the first, every other env against the first: what the HTML report compares when the
+    store holds more than one."""
+    found = []
+    for axis in ("gpu", "env"):
+        values = sorted({row.gpu if axis == "gpu" else row.env for row in rows})
+        found += [compare(rows, axis, values[0], other) for other in values[1:]]  # type: ignore[arg-type]
+    return [comparison for comparison in found if any(r.ratio is not None for r in comparison.rows)]

@@ -1,0 +1,104 @@
+"""Matplotlib figures of a report, written as PNG files (Agg backend: no display needed)."""
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter  # noqa: E402
+
+from orchestrator.reports.data import Comparison, PerfRow, peak_tflops, workflow_order  # noqa: E402
+from orchestrator.reports.report import Report  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Figure:
+    section: str  # "llm", "synthetic" or "compare"
+    title: str
+    filename: str
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _batch_axis(axes, batches: list[int]) -> None:
+    axes.set_xscale("log", base=2)
+    axes.xaxis.set_major_locator(FixedLocator(batches))
+    axes.xaxis.set_minor_locator(NullLocator())
+    axes.xaxis.set_major_formatter(ScalarFormatter())
+    axes.set_xlabel("batch size")
+    axes.grid(True, which="major", alpha=0.3)
+
+
+def _series(rows: list[PerfRow]) -> dict[str, list[PerfRow]]:
+    """One line per workflow (and env, when the figure holds several), ok points only, by batch."""
+    several_envs = len({row.env for row in rows}) > 1
+    lines: dict[str, list[PerfRow]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (workflow_order(r.workflow), r.env, r.batch)):
+        if row.value is not None:
+            label = f"{row.workflow} ({row.env})" if several_envs else row.workflow
+            lines[label].append(row)
+    return lines
+
+
+def _save(figure, out_dir: Path, filename: str) -> None:
+    figure.tight_layout()
+    figure.savefig(out_dir / filename, dpi=110)
+    plt.close(figure)
+
+
+def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path) -> Figure:
+    kind = rows[0].kind
+    figure, axes = plt.subplots(figsize=(7.5, 4.5))
+    for label, points in _series(rows).items():
+        axes.plot([p.batch for p in points], [p.value for p in points], marker="o", label=label)
+    if kind == "synthetic":
+        peaks = sorted({(row.precision, row.accumulation or "fp32") for row in rows if row.value is not None})
+        for precision, accumulation in peaks:
+            peak = peak_tflops(gpu, precision, accumulation)
+            if peak:
+                axes.axhline(peak, linestyle="--", color="grey",
+                             label=f"{gpu} peak {precision} ({accumulation} acc.) {peak:g} TFLOPS")
+    _batch_axis(axes, sorted({row.batch for row in rows}))
+    if kind == "llm":  # throughput spans decades from batch 1 to 64; on a log axis a speedup is a constant gap
+        axes.set_yscale("log")
+    axes.set_ylabel("tokens/s" if kind == "llm" else "TFLOPS")
+    title = f"{model} on {gpu}: " + ("throughput" if kind == "llm" else "TFLOPS")
+    axes.set_title(title)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=8)
+    filename = f"{kind}-{_slug(model)}-{_slug(gpu)}.png"
+    _save(figure, out_dir, filename)
+    return Figure(kind, title, filename)
+
+
+def _comparison_figure(comparison: Comparison, out_dir: Path) -> Figure:
+    rows = [row for row in comparison.rows if row.ratio is not None]
+    labels = [f"{row.model} {row.workflow} b{row.batch} [{row.fixed}]" for row in rows]
+    figure, axes = plt.subplots(figsize=(8, max(2.5, 0.28 * len(rows) + 1.2)))
+    axes.barh(range(len(rows)), [row.ratio for row in rows], color="#4878a8")
+    axes.set_yticks(range(len(rows)), labels, fontsize=7)
+    axes.invert_yaxis()
+    axes.axvline(1.0, color="black", linewidth=0.8)
+    axes.set_xlabel(f"{comparison.second} / {comparison.first} (tokens/s or TFLOPS)")
+    title = f"{comparison.title}"
+    axes.set_title(title)
+    filename = f"compare-{comparison.axis}-{_slug(comparison.first)}-vs-{_slug(comparison.second)}.png"
+    _save(figure, out_dir, filename)
+    return Figure("compare", title, filename)
+
+
+def write_figures(report: Report, out_dir: Path) -> list[Figure]:
+    """Throughput (LLM) and TFLOPS (synthetic) vs batch per model and GPU, and one bar chart per comparison."""
+    groups: dict[tuple[str, str, str], list[PerfRow]] = defaultdict(list)
+    for row in report.perf:
+        groups[(row.kind, row.model, row.gpu)].append(row)
+    figures = [_performance_figure(rows, model, gpu, out_dir)
+               for (_, model, gpu), rows in sorted(groups.items()) if any(row.value is not None for row in rows)]
+    figures += [_comparison_figure(comparison, out_dir) for comparison in report.comparisons]
+    return figures

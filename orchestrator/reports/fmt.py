@@ -1,0 +1,23 @@
+"""Number formatting shared by the terminal, HTML and Markdown writers (plain text, no markup)."""
+
+from typing import Optional
+
+
+def number(value: Optional[float], digits: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def ratio(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def percent(value: Optional[float]) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def gigabytes(value: Optional[int]) -> str:
+    return "—" if value is None else f"{value / 1e9:.2f} GB"
+
+
+def check(passed: Optional[bool]) -> str:
+    return "not checked" if passed is None else "pass" if passed else "FAIL"

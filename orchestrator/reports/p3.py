@@ -1,0 +1,117 @@
+"""P3 scores (performance, productivity, portability, plus input flexibility and architecture support) per workflow,
+computed from the stored results. Each score is 1 (worst) to 5 (best); the rubric below is printed with the report."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from statistics import median
+from typing import Iterable, Optional
+
+from orchestrator.reports.data import PerfRow, workflow_order
+from schema import Result
+
+# (minimum median speedup over eager, score), best first
+SPEEDUP_STEPS = ((3.0, 5), (2.0, 4), (1.2, 3), (0.9, 2))
+# (maximum median compile seconds, score), best first
+COMPILE_STEPS = ((10.0, 5), (60.0, 4), (300.0, 3), (1200.0, 2))
+# Decode loops other than Hugging Face's generate() mean the user had to write their own generation code.
+STOCK_DECODE_LOOP = "hf_generate"
+
+RUBRIC: tuple[tuple[str, str], ...] = (
+    ("Performance", "median speedup over eager across every (model, batch, precision, env, GPU) where both ran: "
+                    "≥3× → 5, ≥2× → 4, ≥1.2× → 3, ≥0.9× → 2, else 1 (eager itself is 1.0× → 2). "
+                    "Blank when no eager reference ran."),
+    ("Productivity", "median compile cost (JIT: preparation + first call; AOT: build) over the runs that succeeded: "
+                     "≤10 s → 5, ≤60 s → 4, ≤300 s → 3, ≤1200 s → 2, else 1; minus 1 (not below 1) when the workflow "
+                     "needed code changes, i.e. it ran its own decode loop instead of generate() "
+                     "(settings[\"decode_loop\"])."),
+    ("Portability", "fraction f of the (model, env, GPU) cells the workflow was tried in where at least one run ended "
+                    "ok: score 1 + round(4f)."),
+    ("Input flexibility", "fraction b of the tried batch sizes (per model, env and GPU) that ran ok: score "
+                          "1 + round(3b), plus 1 when the workflow declares dynamic shapes (a dynamic KV cache, or an "
+                          "export with a dynamic batch or sequence axis), so one build serves every input length."),
+    ("Architecture support", "fraction g of the GPU tags in this report where the workflow ran ok at least once: "
+                             "score 1 + round(4g). With one GPU in the store it only says whether it ran there."),
+    ("Correctness", "not scored: checks against eager that failed are counted next to the scores, and listed in "
+                    "the correctness section."),
+)
+
+
+@dataclass(frozen=True)
+class P3Row:
+    workflow: str
+    median_speedup: Optional[float]
+    speedup_pairs: int
+    performance: Optional[int]
+    median_compile_s: Optional[float]
+    custom_decode_loop: bool
+    productivity: Optional[int]
+    cells_ran: int
+    cells_tried: int
+    portability: int
+    batches_ran: int
+    batches_tried: int
+    dynamic_shapes: bool
+    input_flexibility: int
+    gpus_ran: tuple[str, ...]
+    gpus_in_report: tuple[str, ...]
+    architecture: int
+    checks_failed: int
+    checks: int
+
+
+def _step_score(value: float, steps: tuple[tuple[float, int], ...], higher_is_better: bool) -> int:
+    for bound, score in steps:
+        if (value >= bound) if higher_is_better else (value <= bound):
+            return score
+    return 1
+
+
+def _declares_dynamic_shapes(result: Result) -> bool:
+    settings = result.metrics.settings
+    if settings.get("cache") == "dynamic" or settings.get("dynamic") is True:
+        return True
+    exports = [settings.get("export"), settings.get("onnx_export")]
+    return any(isinstance(text, str) and ("dynamic" in text or "sequence" in text) for text in exports)
+
+
+def _fraction_score(ran: int, tried: int, span: int) -> int:
+    return 1 + round(span * ran / tried) if tried else 1
+
+
+def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
+    rows = list(rows)
+    gpus_in_report = tuple(sorted({row.gpu for row in rows}))
+    by_workflow: dict[str, list[PerfRow]] = defaultdict(list)
+    for row in rows:
+        by_workflow[row.workflow].append(row)
+    scored = []
+    for workflow in sorted(by_workflow, key=workflow_order):
+        members = by_workflow[workflow]
+        ok = [row for row in members if row.status == "ok"]
+        speedups = [row.speedup for row in ok if row.speedup is not None]
+        compile_times = [row.result.metrics.compile_s for row in ok if row.result.metrics.compile_s is not None]
+        custom_loop = any(row.result.metrics.settings.get("decode_loop") not in (None, STOCK_DECODE_LOOP) for row in ok)
+        median_speedup = median(speedups) if speedups else None
+        median_compile = median(compile_times) if compile_times else None
+        productivity = None
+        if median_compile is not None:
+            productivity = max(1, _step_score(median_compile, COMPILE_STEPS, higher_is_better=False) - custom_loop)
+        cells_tried = {(row.model, row.env, row.gpu) for row in members}
+        cells_ran = {(row.model, row.env, row.gpu) for row in ok}
+        batches_tried = {(row.model, row.env, row.gpu, row.batch) for row in members}
+        batches_ran = {(row.model, row.env, row.gpu, row.batch) for row in ok}
+        dynamic = any(_declares_dynamic_shapes(row.result) for row in ok)
+        gpus_ran = tuple(sorted({row.gpu for row in ok}))
+        checks = [row.correct for row in members if row.correct is not None]
+        scored.append(P3Row(
+            workflow=workflow, median_speedup=median_speedup, speedup_pairs=len(speedups),
+            performance=_step_score(median_speedup, SPEEDUP_STEPS, True) if median_speedup is not None else None,
+            median_compile_s=median_compile, custom_decode_loop=custom_loop, productivity=productivity,
+            cells_ran=len(cells_ran), cells_tried=len(cells_tried),
+            portability=_fraction_score(len(cells_ran), len(cells_tried), 4),
+            batches_ran=len(batches_ran), batches_tried=len(batches_tried), dynamic_shapes=dynamic,
+            input_flexibility=min(5, _fraction_score(len(batches_ran), len(batches_tried), 3) + dynamic),
+            gpus_ran=gpus_ran, gpus_in_report=gpus_in_report,
+            architecture=_fraction_score(len(gpus_ran), len(gpus_in_report), 4),
+            checks_failed=sum(1 for passed in checks if not passed), checks=len(checks)))
+    return scored

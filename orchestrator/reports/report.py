@@ -1,0 +1,35 @@
+"""Everything one report shows, computed once and rendered by the terminal, HTML and Markdown writers."""
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from orchestrator.reports.data import (CheckRow, Comparison, CostRow, PerfRow, ProvenanceRow, Selection, SupportMatrix,
+                                       ThroughputTable, comparisons_in, cost_rows, failed_checks, perf_rows,
+                                       provenance_rows, support_matrices, throughput_tables)
+from orchestrator.reports.p3 import P3Row, p3_rows
+from schema import Result
+
+
+@dataclass(frozen=True)
+class Report:
+    source: str
+    selection: Selection
+    generated_at: datetime
+    results: int
+    perf: tuple[PerfRow, ...]
+    tables: tuple[ThroughputTable, ...]
+    costs: tuple[CostRow, ...]
+    support: tuple[SupportMatrix, ...]
+    failed_checks: tuple[CheckRow, ...]
+    provenance: tuple[ProvenanceRow, ...]
+    p3: tuple[P3Row, ...]
+    comparisons: tuple[Comparison, ...]
+
+
+def build_report(results: list[Result], source: str, selection: Selection) -> Report:
+    perf = perf_rows(results)
+    return Report(
+        source=source, selection=selection, generated_at=datetime.now(timezone.utc), results=len(results),
+        perf=tuple(perf), tables=tuple(throughput_tables(perf)), costs=tuple(cost_rows(results)),
+        support=tuple(support_matrices(results)), failed_checks=tuple(failed_checks(results)),
+        provenance=tuple(provenance_rows(results)), p3=tuple(p3_rows(perf)), comparisons=tuple(comparisons_in(perf)))

@@ -1,0 +1,116 @@
+"""Rich tables of a report for the terminal."""
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.console import STATUS_STYLE
+from orchestrator.reports import fmt
+from orchestrator.reports.data import Comparison, PerfRow, SupportMatrix, ThroughputTable
+from orchestrator.reports.p3 import RUBRIC
+from orchestrator.reports.report import Report
+
+
+def _perf_cell(row: PerfRow | None) -> Text:
+    if row is None:
+        return Text("")
+    if row.value is None:
+        return Text(row.status, style=STATUS_STYLE.get(row.status, ""))
+    text = fmt.number(row.value, 1 if row.kind == "llm" else 2)
+    if row.speedup is not None and row.workflow != "eager":
+        text += f" ({fmt.ratio(row.speedup)})"
+    if row.efficiency is not None:
+        text += f" {fmt.percent(row.efficiency)}"
+    return Text(text + (" FAIL" if row.correct is False else ""), style="red" if row.correct is False else "")
+
+
+def throughput_table(table: ThroughputTable) -> Table:
+    efficiency = "bandwidth bound" if table.kind == "llm" else "peak"
+    rich_table = Table(title=f"{table.title} (speedup over eager, % of {efficiency})")
+    rich_table.add_column("workflow")
+    for batch in table.batches:
+        rich_table.add_column(f"b{batch}", justify="right")
+    for line in table.lines:
+        rich_table.add_row(line.workflow, *(_perf_cell(line.cells.get(b)) for b in table.batches))
+    return rich_table
+
+
+def support_table(matrix: SupportMatrix) -> Table:
+    table = Table(title=f"{matrix.model}: support")
+    table.add_column("workflow")
+    for env, gpu in matrix.columns:
+        table.add_column(f"{env} @ {gpu}")
+    for workflow in matrix.workflows:
+        cells = []
+        for env, gpu in matrix.columns:
+            cell = matrix.cell(workflow, env, gpu)
+            cells.append(Text("not run") if cell is None else Text(cell.label, style=STATUS_STYLE.get(cell.status, "")))
+        table.add_row(workflow, *cells)
+    return table
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    table = Table(title=comparison.title)
+    for name, justify in [("model", "left"), ("workflow", "left"), ("batch", "right"),
+                          ("env" if comparison.axis == "gpu" else "gpu", "left"), ("unit", "left"),
+                          (comparison.first, "right"), (comparison.second, "right"), ("ratio", "right")]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in comparison.rows:
+        table.add_row(row.model, row.workflow, str(row.batch), row.fixed, row.unit,
+                      fmt.number(row.first, 2) if row.first is not None else row.first_status or "not run",
+                      fmt.number(row.second, 2) if row.second is not None else row.second_status or "not run",
+                      fmt.ratio(row.ratio))
+    return table
+
+
+def report_renderables(report: Report) -> list[RenderableType]:
+    parts: list[RenderableType] = [Text(f"{report.results} result(s) from {report.source}; selection: "
+                                        f"{report.selection.describe()}")]
+    parts += [support_table(matrix) for matrix in report.support]
+    parts += [throughput_table(table) for table in report.tables]
+
+    costs = Table(title="compile time and peak memory (runs that ended ok)")
+    for name in ("model", "workflow", "gpu", "env", "compile s median", "compile s max", "load s", "peak memory"):
+        costs.add_column(name)
+    for c in report.costs:
+        costs.add_row(c.model, c.workflow, c.gpu, c.env, fmt.number(c.compile_s_median), fmt.number(c.compile_s_max),
+                      fmt.number(c.load_s_median), fmt.gigabytes(c.peak_mem_bytes))
+    parts.append(costs)
+
+    if report.failed_checks:
+        checks = Table(title="correctness checks that FAILED", style="red")
+        for name in ("model", "workflow", "gpu", "env", "batch", "cosine", "rel L2", "token agreement", "tolerance"):
+            checks.add_column(name)
+        for c in report.failed_checks:
+            checks.add_row(c.model, c.workflow, c.gpu, c.env, str(c.batch), fmt.number(c.cosine, 5),
+                           fmt.number(c.rel_l2_error, 4), fmt.percent(c.token_agreement), fmt.number(c.tolerance, 3))
+        parts.append(checks)
+
+    p3 = Table(title="P3 summary (1 worst .. 5 best)")
+    for name in ("workflow", "performance", "productivity", "portability", "input flexibility", "architecture",
+                 "failed checks"):
+        p3.add_column(name)
+    for p in report.p3:
+        p3.add_row(p.workflow, f"{p.performance or '—'} ({fmt.ratio(p.median_speedup)})",
+                   f"{p.productivity or '—'} ({fmt.number(p.median_compile_s)} s"
+                   + (", own decode loop" if p.custom_decode_loop else "") + ")",
+                   f"{p.portability} ({p.cells_ran}/{p.cells_tried})",
+                   f"{p.input_flexibility} ({p.batches_ran}/{p.batches_tried}"
+                   + (", dynamic" if p.dynamic_shapes else "") + ")",
+                   f"{p.architecture} ({', '.join(p.gpus_ran) or 'none'})", f"{p.checks_failed}/{p.checks}")
+    parts.append(p3)
+    parts.append(Group(*(Text(f"  {name}: {text}", style="dim") for name, text in RUBRIC)))
+
+    provenance = Table(title="provenance")
+    for name in ("gpu", "env", "results", "GPU", "driver", "image", "torch", "transformers", "git rev", "runs (UTC)"):
+        provenance.add_column(name, overflow="fold")
+    for p in report.provenance:
+        versions = dict(p.packages)
+        provenance.add_row(
+            p.gpu, p.env, str(p.results), "; ".join(p.gpu_names), ", ".join(p.drivers),
+            ", ".join(d[:19] for d in p.image_digests) or "none", ", ".join(versions.get("torch", ())),
+            ", ".join(versions.get("transformers", ())), ", ".join(p.git_revs) or "unknown",
+            (f"{p.first_started:%Y-%m-%d %H:%M} .. {p.last_ended:%Y-%m-%d %H:%M}"
+             if p.first_started and p.last_ended else "—"))
+    parts.append(provenance)
+    return parts
