@@ -9,7 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, LogFormatter, NullLocator, ScalarFormatter  # noqa: E402
 
 from orchestrator.reports.data import Comparison, PerfRow, peak_tflops, workflow_order  # noqa: E402
 from orchestrator.reports.report import Report  # noqa: E402
@@ -54,7 +54,7 @@ def _save(figure, out_dir: Path, filename: str) -> None:
 
 def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path) -> Figure:
     kind = rows[0].kind
-    figure, axes = plt.subplots(figsize=(7.5, 4.5))
+    figure, axes = plt.subplots(figsize=(6.4, 4.2))
     for label, points in _series(rows).items():
         axes.plot([p.batch for p in points], [p.value for p in points], marker="o", label=label)
     if kind == "synthetic":
@@ -67,6 +67,8 @@ def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path
     _batch_axis(axes, sorted({row.batch for row in rows}))
     if kind == "llm":  # throughput spans decades from batch 1 to 64; on a log axis a speedup is a constant gap
         axes.set_yscale("log")
+        axes.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+        axes.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     axes.set_ylabel("tokens/s" if kind == "llm" else "TFLOPS")
     title = f"{model} on {gpu}: " + ("throughput" if kind == "llm" else "TFLOPS")
     axes.set_title(title)

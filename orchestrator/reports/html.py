@@ -15,11 +15,11 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; background:
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
 th:first-child, td:first-child, td.text { text-align: left; }
-caption { text-align: left; font-weight: bold; padding: 4px 0; }
+caption { text-align: left; font-weight: bold; padding: 4px 0; white-space: nowrap; }
 .ok { background: #d9f2d9; } .unsupported { background: #eee; color: #666; } .failed { background: #f8c9c9; }
 .oom { background: #ecd5f5; } .timeout { background: #fbeab5; } .crashed { background: #e59a9a; }
 .fail { color: #b00; font-weight: bold; }
-figure { display: inline-block; margin: 0 1em 1em 0; } img { max-width: 100%; }
+figure { display: inline-block; margin: 0 1em 1em 0; width: 640px; } img { width: 100%; }
 sup { color: #555; } .note { color: #555; font-size: 13px; }
 """
 
@@ -53,7 +53,9 @@ def _perf_cell(row: Optional[PerfRow]) -> str:
     if row.value is None:
         return _cell(row.status, row.status, f"{row.reason or row.status} — {provenance_line(row.result)}")
     digits = 1 if row.kind == "llm" else 2
-    text = fmt.number(row.value, digits) + (f" ({fmt.ratio(row.speedup)})" if row.speedup is not None else "")
+    text = fmt.number(row.value, digits)
+    if row.speedup is not None and row.workflow != "eager":
+        text += f" ({fmt.ratio(row.speedup)})"
     if row.correct is False:
         text += " ✗"
     return _cell(text, "fail" if row.correct is False else "", provenance_line(row.result))
@@ -94,8 +96,8 @@ def _section(title: str, body: str) -> str:
 
 
 def _figures(figures: list[Figure], section: str) -> str:
-    return "".join(f'<figure><img src="{escape(f.filename)}" alt="{escape(f.title)}">'
-                   f"<figcaption>{escape(f.title)}</figcaption></figure>" for f in figures if f.section == section)
+    return "".join(f'<figure><img src="{escape(f.filename)}" alt="{escape(f.title)}"></figure>'
+                   for f in figures if f.section == section)
 
 
 def _sections(report: Report, figures: list[Figure]) -> list[str]:

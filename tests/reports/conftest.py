@@ -1,0 +1,96 @@
+"""A store of fixture results: two GPUs, two envs, LLM and synthetic models, every kind of failure."""
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from orchestrator.store import Store
+from schema import Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, Timing
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+GPU_INFO = {"h100": GpuInfo(name="NVIDIA H100 80GB HBM3", driver="580.1"),
+            "rtx4090": GpuInfo(name="NVIDIA GeForce RTX 4090", driver="575.2")}
+DIGEST = {"local": None, "triton-2504": "sha256:" + "ab" * 32}
+TORCH = {"local": "2.11.0", "triton-2504": "2.7.0a0"}
+
+# tokens/s of tinyllama-1.1b (bf16), per (gpu, env, workflow, batch): every key differs, so a speedup taken against
+# the wrong eager row gives a wrong number
+TINYLLAMA_TOKENS = {
+    ("h100", "local", "eager", 1): 50.0, ("h100", "local", "eager", 4): 200.0,
+    ("h100", "local", "torch_compile_static", 1): 250.0, ("h100", "local", "torch_compile_static", 4): 700.0,
+    ("rtx4090", "local", "eager", 1): 40.0, ("rtx4090", "local", "eager", 4): 120.0,
+    ("rtx4090", "local", "torch_compile_static", 1): 100.0, ("rtx4090", "local", "torch_compile_static", 4): 420.0,
+    ("h100", "triton-2504", "eager", 1): 45.0, ("h100", "triton-2504", "eager", 4): 180.0,
+    ("h100", "triton-2504", "torch_compile_static", 1): 180.0, ("h100", "triton-2504", "torch_compile_static", 4): 540.0,
+}
+# TFLOPS of ffn-tinyllama (bf16) on h100, local
+FFN_TFLOPS = {("eager", 1): 100.0, ("eager", 64): 400.0, ("torch_compile", 1): 150.0, ("torch_compile", 64): 600.0}
+FAILED_CHECK = ("h100", "local", "torch_compile_static", 4)
+
+
+def make_result(model: str, workflow: str, batch: int, gpu: str, env: str, status: str = "ok",
+                reason: Optional[str] = None, tokens_per_s: Optional[float] = None, tflops: Optional[float] = None,
+                passed: Optional[bool] = None, compile_s: Optional[float] = None, decode_loop: Optional[str] = None,
+                ended: datetime = T0, precision: Optional[str] = None, seed: int = 0) -> Result:
+    job = JobSpec(model=model, workflow=workflow, batch_size=batch, seed=seed,
+                  precision=precision or ("fp16" if model.startswith("llama2") else "bf16"))
+    ran = status == "ok"
+    metrics = Metrics(
+        latency=Timing(median_ms=10.0, p10_ms=9.0, p90_ms=11.0, mean_ms=10.0, cv=0.01, repeats=10,
+                       method="cuda_events") if ran else None,
+        compile_s=compile_s if ran else None, load_s=1.5 if ran else None,
+        torch_peak_mem_bytes=2_000_000_000 * batch if ran else None, tokens_per_s=tokens_per_s, tflops=tflops,
+        accumulation="fp32" if tflops else None, bandwidth_fraction=0.2 if tokens_per_s else None,
+        settings={"decode_loop": decode_loop} if decode_loop else {})
+    correctness = None if passed is None else Correctness(cosine=0.999 if passed else 0.9, rel_l2_error=0.01,
+                                                          token_agreement=1.0 if passed else 0.25, tolerance=0.02,
+                                                          passed=passed)
+    provenance = Provenance(env=env, gpu_tag=gpu, gpu=GPU_INFO[gpu], image_digest=DIGEST[env],
+                            packages={"torch": TORCH[env], "transformers": "4.56.0"}, git_rev="abc123",
+                            started_at=ended - timedelta(minutes=1), ended_at=ended)
+    return Result(job_id=job.job_id, job=job, status=status, reason=reason, metrics=metrics, correctness=correctness,
+                  provenance=provenance)
+
+
+def fixture_results() -> list[Result]:
+    results = []
+    for (gpu, env, workflow, batch), tokens in TINYLLAMA_TOKENS.items():
+        passed = None if workflow == "eager" else (gpu, env, workflow, batch) != FAILED_CHECK
+        results.append(make_result("tinyllama-1.1b", workflow, batch, gpu, env, tokens_per_s=tokens, passed=passed,
+                                   compile_s=5.0 if workflow == "eager" else 30.0,
+                                   decode_loop="hf_generate"))
+    results += [
+        make_result("llama2-7b", "eager", 1, "rtx4090", "local", tokens_per_s=30.0, compile_s=4.0),
+        make_result("llama2-7b", "eager", 64, "rtx4090", "local", status="oom", reason="CUDA out of memory"),
+        make_result("llama2-7b", "torch_tensorrt", 1, "rtx4090", "local", status="unsupported",
+                    reason="local env: torch_tensorrt not importable"),
+        make_result("llama2-7b", "torch_compile", 1, "rtx4090", "local", status="failed",
+                    reason="RuntimeError: inductor lowering"),
+        make_result("llama2-7b", "torch_tensorrt", 1, "h100", "triton-2504", tokens_per_s=60.0, compile_s=400.0,
+                    decode_loop="greedy_no_kv_cache", passed=True),
+    ]
+    results += [make_result("ffn-tinyllama", workflow, batch, "h100", "local", tflops=tflops,
+                            compile_s=1.0 if workflow == "eager" else 20.0)
+                for (workflow, batch), tflops in FFN_TFLOPS.items()]
+    return results
+
+
+def store_with(path: Path, results: list[Result]) -> Store:
+    store = Store(f"sqlite:///{path}")
+    for result in results:
+        store.put(result)
+    return store
+
+
+@pytest.fixture
+def results() -> list[Result]:
+    return fixture_results()
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    path = tmp_path / "fixture.db"
+    store_with(path, fixture_results())
+    return path
