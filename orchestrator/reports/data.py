@@ -314,6 +314,10 @@ class ProvenanceRow:
     last_ended: Optional[datetime]
 
 
+def _distinct(values: Iterable[Optional[str]]) -> tuple[str, ...]:
+    return tuple(sorted({value for value in values if value}))
+
+
 def provenance_rows(results: Iterable[Result]) -> list[ProvenanceRow]:
     groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for result in results:
@@ -321,21 +325,17 @@ def provenance_rows(results: Iterable[Result]) -> list[ProvenanceRow]:
     rows = []
     for (gpu, env), members in sorted(groups.items()):
         provenances = [r.provenance for r in members]
-
-        def distinct(values: Iterable[Optional[str]]) -> tuple[str, ...]:
-            return tuple(sorted({v for v in values if v}))
-
         package_names = sorted({name for p in provenances for name in p.packages},
                                key=lambda n: (KEY_PACKAGES.index(n) if n in KEY_PACKAGES else len(KEY_PACKAGES), n))
         starts = [p.started_at for p in provenances if p.started_at]
         ends = [p.ended_at for p in provenances if p.ended_at]
         rows.append(ProvenanceRow(
             gpu=gpu, env=env, results=len(members),
-            gpu_names=distinct(p.gpu.name if p.gpu else None for p in provenances),
-            drivers=distinct(p.gpu.driver if p.gpu else None for p in provenances),
-            image_digests=distinct(p.image_digest for p in provenances),
-            packages=tuple((name, distinct(p.packages.get(name) for p in provenances)) for name in package_names),
-            pythons=distinct(p.python for p in provenances), git_revs=distinct(p.git_rev for p in provenances),
+            gpu_names=_distinct(p.gpu.name if p.gpu else None for p in provenances),
+            drivers=_distinct(p.gpu.driver if p.gpu else None for p in provenances),
+            image_digests=_distinct(p.image_digest for p in provenances),
+            packages=tuple((name, _distinct(p.packages.get(name) for p in provenances)) for name in package_names),
+            pythons=_distinct(p.python for p in provenances), git_revs=_distinct(p.git_rev for p in provenances),
             first_started=min(starts) if starts else None, last_ended=max(ends) if ends else None))
     return rows
 

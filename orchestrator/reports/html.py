@@ -14,6 +14,7 @@ STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; background: #fff; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
+th { text-align: left; background: #f4f4f4; }
 th:first-child, td:first-child, td.text { text-align: left; }
 caption { text-align: left; font-weight: bold; padding: 4px 0; white-space: nowrap; }
 .ok { background: #d9f2d9; } .unsupported { background: #eee; color: #666; } .failed { background: #f8c9c9; }
