@@ -29,8 +29,12 @@ def load_env(name: str) -> EnvSpec:
         raise UsageError(f"unknown env {name!r}: no {path} (known envs: {known})")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"env {name!r}: cannot read {path} ({error})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise UsageError(f"env {name!r}: {path} is not valid TOML ({error}); fix the file") from None
+    if "name" in data:
+        raise UsageError(f"env {name!r}: {path}: field name: an env is named by its folder; remove the key")
     try:
         return EnvSpec.model_validate({"name": name, **data})
     except ValidationError as error:

@@ -81,20 +81,23 @@ def select_gpus(selection: Optional[str], detected: list[GpuInfo]) -> list[GpuIn
         if selection not in (None, "all"):
             raise UsageError(f"--gpus {selection}: this host has no GPU")
         return detected[:1]
-    if selection.strip() == "all":
-        return list(detected)
+    chosen = list(detected) if selection.strip() == "all" else _by_indices(selection, detected)
+    tags = {tag_for(gpu) for gpu in chosen}
+    if len(tags) > 1:
+        raise UsageError(f"--gpus {selection} mixes GPU models ({', '.join(sorted(tags))}): results carry one GPU tag "
+                         f"per sweep; run one sweep per model")
+    return chosen
+
+
+def _by_indices(selection: str, detected: list[GpuInfo]) -> list[GpuInfo]:
     by_index = {gpu.index if gpu.index is not None else position: gpu for position, gpu in enumerate(detected)}
-    chosen = []
+    chosen: list[GpuInfo] = []
     for part in (part.strip() for part in selection.split(",")):
         if not part.isdigit() or int(part) not in by_index:
             raise UsageError(f"--gpus {selection}: {part!r} is not a GPU index of this host "
                              f"(known: all, {', '.join(map(str, by_index))})")
         if by_index[int(part)] not in chosen:
             chosen.append(by_index[int(part)])
-    tags = {tag_for(gpu) for gpu in chosen}
-    if len(tags) > 1:
-        raise UsageError(f"--gpus {selection} mixes GPU models ({', '.join(sorted(tags))}): results carry one GPU tag "
-                         f"per sweep; run one sweep per model")
     return chosen
 
 

@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from typing import Optional
 
 from pydantic import ValidationError
 
@@ -15,23 +16,38 @@ class JobFileError(Exception):
 
 
 def read_jobs(path: Path) -> list[JobSpec]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise JobFileError(f"{path}: cannot read job file ({error})") from None
+    """Every job of a JSONL file, or a JobFileError naming the file, the line and the field at fault."""
     jobs = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_BYTES:
-            raise JobFileError(f"{path}:{number}: line of {len(line)} bytes is over the {MAX_LINE_BYTES}-byte limit")
-        try:
-            jobs.append(JobSpec.model_validate_json(line))
-        except ValidationError as error:
-            first = error.errors()[0]
-            field = ".".join(str(part) for part in first["loc"]) or "(line)"
-            raise JobFileError(f"{path}:{number}: field {field}: {first['msg']}") from None
+    try:
+        with open(path, "rb") as handle:
+            number = 0
+            # JSON Lines ends lines at b"\n" only (str.splitlines would also split at U+2028 inside a string value);
+            # a bounded readline keeps a huge line from being read whole
+            while raw := handle.readline(MAX_LINE_BYTES + 1):
+                number += 1
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise JobFileError(f"{path}:{number}: line over the {MAX_LINE_BYTES}-byte limit")
+                job = _parse_job(path, number, raw)
+                if job is not None:
+                    jobs.append(job)
+    except OSError as error:
+        raise JobFileError(f"{path}: cannot read job file ({error})") from None
     return jobs
+
+
+def _parse_job(path: Path, number: int, raw: bytes) -> Optional[JobSpec]:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JobFileError(f"{path}:{number}: not UTF-8 text (byte {error.start} of the line)") from None
+    if not line.strip():
+        return None
+    try:
+        return JobSpec.model_validate_json(line)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(line)"
+        raise JobFileError(f"{path}:{number}: field {field}: {first['msg']}") from None
 
 
 def append_result(path: Path, result: Result) -> None:

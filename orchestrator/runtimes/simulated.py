@@ -1,0 +1,62 @@
+"""A runtime whose workers only pretend: each job takes a known time and answers `ok`. It exercises the real
+scheduling, result following and storing code without torch or a GPU (the scale benchmark, scheduling tests)."""
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
+from schema import EnvSpec, JobSpec, Result
+
+KILLED = -9
+
+
+class SimulatedWorker:
+    def __init__(self, files: WorkerFiles, seconds: Callable[[JobSpec], float], startup_s: float):
+        self._files, self._seconds, self._startup_s = files, seconds, startup_s
+        self._killed = threading.Event()
+        self._exit_code: Optional[int] = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        if self._killed.wait(self._startup_s):
+            return
+        jobs = [JobSpec.model_validate_json(line) for line in self._files.jobs.read_text().splitlines()]
+        for job in jobs:
+            _append(self._files.progress, job.job_id)
+            if self._killed.wait(self._seconds(job)):
+                return
+            _append(self._files.results, Result(job_id=job.job_id, job=job, status="ok").model_dump_json())
+        self._exit_code = 0
+
+    def poll(self) -> Optional[int]:
+        return KILLED if self._killed.is_set() else self._exit_code
+
+    def kill(self) -> None:
+        self._killed.set()
+        self._thread.join()
+
+    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
+        return ""
+
+    def oom_killed(self) -> bool:
+        return False
+
+
+class SimulatedRuntime(Runtime):
+    def __init__(self, env: EnvSpec, seconds: Callable[[JobSpec], float], startup_s: float = 0.0,
+                 isolate_groups: bool = False):
+        super().__init__(env)
+        self.seconds, self.startup_s, self.isolate_groups = seconds, startup_s, isolate_groups
+        self.workers_started = 0
+
+    def start_worker(self, files: WorkerFiles) -> SimulatedWorker:
+        self.workers_started += 1
+        return SimulatedWorker(files, self.seconds, self.startup_s)
+
+
+def _append(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
