@@ -1,0 +1,86 @@
+"""A secret (HF_TOKEN) reaches workers as a run-time environment variable only: never an image's build settings, a
+container's labels or command, a stored result, or a stored worker log tail."""
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from orchestrator import sweep as sweeping
+from orchestrator.gpu import Target
+from orchestrator.images import BuildOptions, build_args, image_tag
+from orchestrator.runtimes.base import Runtime, WorkerFiles
+from orchestrator.runtimes.docker import container_options
+from orchestrator.store import Store
+from schema import EnvSpec, JobSpec, Result, Suite, SuiteEntry
+
+SECRET = "hf_SECRETsecretSECRET0123456789"
+CPU_ENV = EnvSpec(name="cpu", runtime="docker", workflows=["eager"])
+
+
+def test_a_container_gets_the_secret_in_its_run_time_environment_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    options = container_options(CPU_ENV, "mlcbench/cpu:abc", WorkerFiles(tmp_path / "work"), tmp_path / "cache",
+                                labels={"mlcbench.pid": "1"})
+    assert options["environment"]["HF_TOKEN"] == SECRET
+    rest = {name: value for name, value in options.items() if name != "environment"}
+    assert SECRET not in json.dumps(rest, default=str)
+    assert options["user"] == f"{os.getuid()}:{os.getgid()}"  # the host user, not the image's default (root)
+    assert options["privileged"] is False and options["network_mode"] == "none"
+    assert SECRET not in json.dumps([build_args(CPU_ENV, BuildOptions()), image_tag(CPU_ENV)])
+
+
+class _Leaky:
+    """A worker that echoes the secret in a result's error, then dies with the secret in its log."""
+
+    def __init__(self, files: WorkerFiles, jobs: list[JobSpec]):
+        leaked = Result.without_run(jobs[0], "failed", f"token {SECRET} refused", error=f"env: HF_TOKEN={SECRET}")
+        files.results.write_text(leaked.model_dump_json() + "\n")
+
+    def poll(self) -> Optional[int]:
+        return -11
+
+    def kill(self) -> None: ...
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return f"Traceback ... Authorization: Bearer {SECRET}\nSegmentation fault"
+
+    def oom_killed(self) -> bool:
+        return False
+
+
+class _LeakyRuntime(Runtime):
+    def start_worker(self, files: WorkerFiles) -> _Leaky:
+        jobs = [JobSpec.model_validate_json(line) for line in files.jobs.read_text().splitlines()]
+        return _Leaky(files, jobs)
+
+
+def test_a_secret_a_worker_echoes_is_masked_before_anything_is_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    suite = Suite(name="two", description="two jobs", entries=[
+        SuiteEntry(models=["matmul-small"], workflows=["eager"], batch_sizes=[1, 2], warmup=0, repeats=1)])
+    options = sweeping.SweepOptions(suite=suite, env_names=["local"], target=Target("cpu", "cpu", ()),
+                                    workdir=tmp_path / "work")
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    sweeping.run(options, store, runtime_factory=lambda env, _options, _gpu: _LeakyRuntime(env))
+
+    rows = store.rows()
+    assert sorted(row.status for row in rows) == ["crashed", "failed"]
+    crashed = next(row for row in rows if row.status == "crashed")
+    assert "Segmentation fault" in crashed.result().log_tail and "***" in crashed.result().log_tail
+    for row in rows:
+        assert SECRET not in row.result_json and SECRET not in (row.reason or "")
+    with store.engine.connect() as connection:
+        dump = "\n".join(connection.connection.driver_connection.iterdump())
+    assert SECRET not in dump
+
+
+def test_a_real_local_sweep_with_the_secret_set_stores_no_trace_of_it(tmp_path, mlcbench):
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    done = mlcbench("sweep", "--suite", "tiny", "--model", "matmul-small", "--batch-size", "1", "--db", db,
+                    env={"HF_TOKEN": SECRET}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [row] = Store(db).rows()
+    assert row.status == "ok" and SECRET not in row.result_json
+    assert SECRET not in done.stdout + done.stderr
+    assert not any(SECRET in path.read_text(errors="replace") for path in Path(tmp_path / "results").rglob("*.log"))
