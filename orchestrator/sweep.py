@@ -24,8 +24,6 @@ from orchestrator.secret_env import redact
 from orchestrator.store import Store
 from schema import EnvSpec, GpuInfo, JobSpec, Result, Suite
 
-# several chunks per GPU for the local runtime, so that GPUs which finish early take over the rest
-CHUNKS_PER_WORKER = 4
 JOIN_POLL_S = 0.2
 
 
@@ -169,16 +167,18 @@ def _on_gpu(result: Result, gpu: Optional[GpuInfo]) -> Result:
 
 def _work_units(runtime: Runtime, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
     """How jobs are shared out: one container per (model, workflow) group where the runtime isolates groups, else
-    all jobs to one local worker, or, with several GPUs, small chunks. Largest first, so the last to end are short."""
+    chunks of shrinking size (guided self-scheduling: each takes 1/workers of the jobs left), so that few worker
+    start-ups are paid and GPUs that finish early take over the short last chunks. Largest first."""
     if runtime.isolate_groups:
         ordered = sorted(jobs, key=lambda job: (job.model, job.workflow))
         units = [list(group) for _, group in itertools.groupby(ordered, key=lambda job: (job.model, job.workflow))]
-    elif workers == 1:
-        units = [jobs]
-    else:
-        size = max(1, math.ceil(len(jobs) / (workers * CHUNKS_PER_WORKER)))
-        units = [jobs[start:start + size] for start in range(0, len(jobs), size)]
-    return sorted(units, key=len, reverse=True)
+        return sorted(units, key=len, reverse=True)
+    units, start = [], 0
+    while start < len(jobs):
+        size = math.ceil((len(jobs) - start) / workers)
+        units.append(jobs[start:start + size])
+        start += size
+    return units
 
 
 @contextmanager

@@ -57,6 +57,8 @@ class Runtime(ABC):
 
     # one worker per (model, workflow), so a crash or leaked state stays within its group
     isolate_groups: bool = False
+    # how often a worker's result stream and state are checked (a container's state is an engine API call)
+    poll_s: float = 0.05
 
     def __init__(self, env: EnvSpec):
         self.env = env
@@ -104,7 +106,7 @@ class _LineReader:
 
 
 def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Callable[[Result], None],
-             poll_s: float = 0.05, stop: Optional[StopRequest] = None) -> None:
+             poll_s: Optional[float] = None, stop: Optional[StopRequest] = None) -> None:
     """Run every job; exactly one Result per job reaches on_result, in job order. Once a stop is requested, the jobs
     not yet started get none (and, for a stop `now`, neither does the job in flight)."""
     stop = stop or StopRequest()
@@ -117,7 +119,7 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
         files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in pending), encoding="utf-8")
         handle = runtime.start_worker(files)
         try:
-            done = _follow(handle, files, pending, on_result, poll_s, stop)
+            done = _follow(handle, files, pending, on_result, poll_s or runtime.poll_s, stop)
         finally:
             if handle.poll() is None:
                 handle.kill()

@@ -47,9 +47,10 @@ class SimulatedWorker:
 
 class SimulatedRuntime(Runtime):
     def __init__(self, env: EnvSpec, seconds: Callable[[JobSpec], float], startup_s: float = 0.0,
-                 isolate_groups: bool = False):
+                 isolate_groups: bool = False, poll_s: float = Runtime.poll_s):
+        """poll_s: scale it with the job times when they stand for longer real ones."""
         super().__init__(env)
-        self.seconds, self.startup_s, self.isolate_groups = seconds, startup_s, isolate_groups
+        self.seconds, self.startup_s, self.isolate_groups, self.poll_s = seconds, startup_s, isolate_groups, poll_s
         self.workers_started = 0
 
     def start_worker(self, files: WorkerFiles) -> SimulatedWorker:
