@@ -2,7 +2,6 @@
 scheduling, result following and storing code without torch or a GPU (the scale benchmark, scheduling tests)."""
 
 import threading
-import time
 from pathlib import Path
 from typing import Callable, Optional
 

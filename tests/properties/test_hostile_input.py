@@ -2,7 +2,6 @@
 lines) kept as failed results with the raw text, never dropped and never a crash of the orchestrator."""
 
 import json
-from pathlib import Path
 from typing import Optional
 
 import pytest
