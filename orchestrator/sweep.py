@@ -22,7 +22,7 @@ from orchestrator.planner import EnvPlan, Filters, expand, plan_env
 from orchestrator.runtimes.base import Runtime, StopRequest, run_jobs
 from orchestrator.secret_env import redact
 from orchestrator.store import Store
-from schema import EnvSpec, GpuInfo, JobSpec, Result, Suite
+from schema import OWN_WORKER_WORKFLOWS, EnvSpec, GpuInfo, JobSpec, Result, Suite
 
 JOIN_POLL_S = 0.2
 
@@ -168,17 +168,21 @@ def _on_gpu(result: Result, gpu: Optional[GpuInfo]) -> Result:
 def _work_units(runtime: Runtime, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
     """How jobs are shared out: one container per (model, workflow) group where the runtime isolates groups, else
     chunks of shrinking size (guided self-scheduling: each takes 1/workers of the jobs left), so that few worker
-    start-ups are paid and GPUs that finish early take over the short last chunks. Largest first."""
+    start-ups are paid and GPUs that finish early take over the short last chunks; the jobs of a workflow that takes
+    over its process (OWN_WORKER_WORKFLOWS) get a worker of their own. Largest first."""
     if runtime.isolate_groups:
         ordered = sorted(jobs, key=lambda job: (job.model, job.workflow))
         units = [list(group) for _, group in itertools.groupby(ordered, key=lambda job: (job.model, job.workflow))]
         return sorted(units, key=len, reverse=True)
-    units, start = [], 0
-    while start < len(jobs):
-        size = math.ceil((len(jobs) - start) / workers)
-        units.append(jobs[start:start + size])
+    shared = [job for job in jobs if job.workflow not in OWN_WORKER_WORKFLOWS]
+    own = sorted((job for job in jobs if job.workflow in OWN_WORKER_WORKFLOWS), key=lambda job: job.workflow)
+    units = [list(group) for _, group in itertools.groupby(own, key=lambda job: job.workflow)]
+    start = 0
+    while start < len(shared):
+        size = math.ceil((len(shared) - start) / workers)
+        units.append(shared[start:start + size])
         start += size
-    return units
+    return sorted(units, key=len, reverse=True)
 
 
 @contextmanager

@@ -5,7 +5,7 @@ every environment image (Python 3.10-3.12).
 """
 
 from schema.base import SCHEMA_VERSION, StrictModel
-from schema.catalog import GPUS, MODELS, WORKFLOWS, GpuPeaks, ModelInfo, gpu_tag_for_name
+from schema.catalog import GPUS, MODELS, OWN_WORKER_WORKFLOWS, WORKFLOWS, GpuPeaks, ModelInfo, gpu_tag_for_name
 from schema.envs import EnvSpec, RunOptions
 from schema.jobs import JobSpec, Precision, WorkflowOptions
 from schema.results import (
@@ -32,6 +32,7 @@ __all__ = [
     "JobSpec",
     "Metrics",
     "ModelInfo",
+    "OWN_WORKER_WORKFLOWS",
     "Precision",
     "Provenance",
     "Result",

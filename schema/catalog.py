@@ -150,3 +150,8 @@ WORKFLOWS: dict[str, str] = {
     "torch_compile_openxla": "torch.compile(backend='openxla') on a torch_xla device",
     "torchax": "PyTorch modules on JAX/XLA through torchax.compile",
 }
+
+# Workflows that take over process-wide state: torchax renames PyTorch's privateuse1 backend (later torch.compile
+# jobs in that process fail), XLA/PJRT and TensorRT-LLM keep their own device allocators. Their jobs run in a worker
+# of their own, never sharing a process with other workflows.
+OWN_WORKER_WORKFLOWS = frozenset({"torchax", "torch_compile_openxla", "tensorrt_llm"})

@@ -137,3 +137,17 @@ def test_gpus_option_selects_indices_all_or_the_first_gpu_by_default():
         select_gpus("0", [])
     target = resolve_target(None, gpus, gpus="1,3")
     assert target.tag == "h100" and [gpu.index for gpu in target.gpus] == [1, 3]
+
+
+def test_workflows_that_take_over_their_process_never_share_a_worker_with_other_workflows(tmp_path):
+    suite = Suite(name="mixed", description="test grid", entries=[
+        SuiteEntry(models=["matmul-small", "ffn-small"], workflows=["eager", "torchax", "torch_compile"],
+                   batch_sizes=[1, 2], warmup=0, repeats=1)])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    sweeping.run(options(tmp_path, 1, suite), store, runtime_factory=simulated())
+
+    workflows_per_worker = [{line.split('"workflow":"')[1].split('"')[0] for line in path.read_text().splitlines()}
+                            for path in sorted((tmp_path / "work").rglob("jobs.jsonl"))]
+    assert {"torchax"} in workflows_per_worker
+    assert all(workflows == {"torchax"} or "torchax" not in workflows for workflows in workflows_per_worker)
+    assert len(store.rows()) == 12

@@ -1,7 +1,9 @@
 """Workflow registry: name -> module:class, imported only when a job asks for it."""
 
 import importlib
+import importlib.util
 import os
+import sys
 
 from schema import WORKFLOWS
 from workers.workflows.base import Unsupported, Workflow
@@ -45,4 +47,18 @@ def load(name: str) -> Workflow:
         module = importlib.import_module(f"workers.workflows.{module_name}")
     except ImportError as error:
         raise Unsupported(f"{name}: {error.name or error} not importable in this environment") from None
-    return getattr(module, class_name)()
+    workflow = getattr(module, class_name)()
+    missing = [package for package in workflow.requires if not _installed(package)]
+    if missing:
+        raise Unsupported(f"{name}: {', '.join(missing)} not importable in this environment")
+    return workflow
+
+
+def _installed(package: str) -> bool:
+    """Importable, judged without importing it (a stand-in already in sys.modules counts)."""
+    if package in sys.modules:
+        return sys.modules[package] is not None
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False

@@ -41,6 +41,8 @@ class LLMRunner(Protocol):
 
 class Workflow:
     name: ClassVar[str]
+    # top-level packages the workflow needs; checked (without importing) before any model is built
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def compile_module(self, module: "torch.nn.Module", inputs: tuple["torch.Tensor", ...],
                        ctx: WorkflowContext) -> Callable[..., object]:

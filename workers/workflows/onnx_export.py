@@ -27,12 +27,17 @@ def export_onnx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], ctx: 
     return path
 
 
-def session(path: Path, providers: list, ctx: WorkflowContext):
+def require_provider(provider: str):
+    """The onnxruntime module, if this build has the execution provider; checked before any export is paid for."""
     ort = require("onnxruntime")
-    wanted = [p if isinstance(p, str) else p[0] for p in providers]
     available = ort.get_available_providers()
-    if wanted[0] not in available:
-        raise Unsupported(f"onnxruntime {ort.__version__} has no {wanted[0]} (available: {', '.join(available)})")
+    if provider not in available:
+        raise Unsupported(f"onnxruntime {ort.__version__} has no {provider} (available: {', '.join(available)})")
+    return ort
+
+
+def session(path: Path, providers: list, ctx: WorkflowContext):
+    ort = require_provider(providers[0] if isinstance(providers[0], str) else providers[0][0])
     sess = ort.InferenceSession(str(path), providers=providers)
     ctx.settings["execution_providers"] = ",".join(sess.get_providers())
     ctx.settings["onnxruntime"] = ort.__version__

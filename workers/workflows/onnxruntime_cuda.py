@@ -1,13 +1,15 @@
 """ONNX Runtime's CUDA execution provider on an export with dynamic batch and sequence axes, IO binding by default."""
 
 from workers.workflows.base import Unsupported, Workflow
-from workers.workflows.onnx_export import export_onnx, runner, session
+from workers.workflows.onnx_export import export_onnx, require_provider, runner, session
 
 
 class OnnxRuntimeCUDA(Workflow):
     name = "onnxruntime_cuda"
+    requires = ("onnxruntime", "onnxscript")
 
     def compile_module(self, module, inputs, ctx):
+        require_provider("CUDAExecutionProvider")
         path = export_onnx(module, inputs, ctx, dynamic_batch_and_sequence=True)
         providers = [("CUDAExecutionProvider", {"device_id": ctx.device.index or 0}), "CPUExecutionProvider"]
         sess = session(path, providers, ctx)

@@ -6,7 +6,7 @@ cached in the env cache so a later job with the same model and shapes loads them
 import torch
 
 from workers.workflows.base import Unsupported, Workflow
-from workers.workflows.onnx_export import export_onnx, runner, session
+from workers.workflows.onnx_export import export_onnx, require_provider, runner, session
 
 WORKSPACE_BYTES = 8 << 30
 
@@ -24,13 +24,15 @@ def profile_shapes(inputs: tuple[torch.Tensor, ...], smallest: bool) -> str:
 
 class OnnxRuntimeTensorRT(Workflow):
     name = "onnxruntime_trt"
+    requires = ("onnxruntime", "onnxscript")
 
     def compile_module(self, module, inputs, ctx):
-        path = export_onnx(module, inputs, ctx, dynamic_batch_and_sequence=True)
-        fp16 = ctx.dtype == torch.float16
         if ctx.dtype == torch.bfloat16:
             raise Unsupported("onnxruntime_trt: bf16 needs the TensorRT EP's bf16 mode and bf16 IO binding, which "
                               "this adapter does not set up")
+        require_provider("TensorrtExecutionProvider")
+        path = export_onnx(module, inputs, ctx, dynamic_batch_and_sequence=True)
+        fp16 = ctx.dtype == torch.float16
         engines = ctx.cache_dir / "trt_engines"
         engines.mkdir(parents=True, exist_ok=True)
         trt_options = {

@@ -40,6 +40,7 @@ class TensorRTLLMRunner:
 
 class TensorRTLLM(Workflow):
     name = "tensorrt_llm"
+    requires = ("tensorrt_llm",)
 
     def compile_module(self, module, inputs, ctx):
         raise Unsupported("tensorrt_llm runs LLMs only")

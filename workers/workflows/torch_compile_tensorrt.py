@@ -13,6 +13,7 @@ from workers.workflows.trt_settings import compilation_settings
 
 class TorchCompileTensorRT(Workflow):
     name = "torch_compile_tensorrt"
+    requires = ("torch_tensorrt",)
 
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt", "import registers the 'tensorrt' torch.compile backend")

@@ -14,6 +14,7 @@ from workers.workflows.trt_settings import compilation_settings
 
 class TorchTensorRT(Workflow):
     name = "torch_tensorrt"
+    requires = ("torch_tensorrt",)
 
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt")

@@ -87,6 +87,7 @@ class _LastLogits(torch.nn.Module):
 
 class Torchax(Workflow):
     name = "torchax"
+    requires = ("torchax", "jax")
 
     def compile_module(self, module, inputs, ctx):
         torchax, env, jax = _load(ctx)
