@@ -15,6 +15,8 @@ from workers.workflows.base import Generation, Unsupported, Workflow, WorkflowCo
 from workers.workflows.greedy import GreedyRunner
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+# _HOST_FIRST: CUDA tensors reach the "jax" device through the host, moved there outside torchax's env: inside it,
+# torchax treats a CUDA tensor as already on its device (config.treat_cuda_as_jax_device) and leaves it as it is.
 _tolerated_overloads: list = []  # filled once, when torchax first loads in this process
 
 
@@ -68,6 +70,7 @@ class _TorchaxGreedy:
         self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))
 
     def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None):
+        input_ids = input_ids.to("cpu")  # outside the env: see _HOST_FIRST
         with self.env:
             out = self.greedy.generate(input_ids.to("jax"), max_new_tokens, with_logits, on_token)
             # jax keeps 32-bit integers unless x64 is enabled
@@ -91,11 +94,13 @@ class Torchax(Workflow):
 
     def compile_module(self, module, inputs, ctx):
         torchax, env, jax = _load(ctx)
+        module.to("cpu")  # _HOST_FIRST
+        host_inputs = tuple(tensor.to("cpu") for tensor in inputs)
         with env:
             module.to("jax")
             compiled = torchax.compile(module)
             # moved once, like IO binding: the timed calls measure the computation, not host transfers
-            on_device = tuple(tensor.to("jax") for tensor in inputs)
+            on_device = tuple(tensor.to("jax") for tensor in host_inputs)
         ctx.sync = jax.block_until_ready
         ctx.settings["compile"] = "torchax.compile (jax.jit)"
 
@@ -107,6 +112,7 @@ class Torchax(Workflow):
 
     def prepare_llm(self, model, ctx):
         torchax, env, jax = _load(ctx)
+        model.to("cpu")  # _HOST_FIRST
         with env:
             model.to("jax")
             forward = torchax.compile(_LastLogits(model))
