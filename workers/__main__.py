@@ -1,4 +1,5 @@
 import argparse
+import faulthandler
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     exit_with_parent()
+    faulthandler.enable()  # a segfault in a compiler or runtime leaves its Python stack in the log tail
     run_jobs(jobs, args.results, args.cache_dir, args.progress)
     return 0
 

@@ -2,6 +2,7 @@
 
 from typing import Optional
 
+import numpy
 import torch
 
 from schema import Correctness
@@ -12,7 +13,11 @@ MIN_COSINE = 0.99
 
 
 def compare_tensors(output: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype) -> Correctness:
-    out = torch.as_tensor(output).detach().to("cpu", torch.float64).reshape(-1)
+    if not isinstance(output, torch.Tensor):
+        # jax / numpy arrays through a float64 host copy: torch.as_tensor takes a GPU jax array through DLPack,
+        # whose read-only flag (jax arrays are immutable) torch 2.11 rejects
+        output = torch.from_numpy(numpy.array(output, dtype=numpy.float64))
+    out = output.detach().to("cpu", torch.float64).reshape(-1)
     ref = reference.detach().to("cpu", torch.float64).reshape(-1)
     tolerance = TOLERANCE[dtype]
     if out.shape != ref.shape:

@@ -28,9 +28,11 @@ def test_worker_killed_mid_job_keeps_finished_results_and_records_the_crash(tmp_
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["worker-000", "worker-001"]
 
 
-def test_segfault_is_a_crash_with_its_signal(tmp_path):
+def test_segfault_is_a_crash_with_its_signal_and_the_python_stack_in_the_log_tail(tmp_path):
     results = run(tmp_path, [job("fault-segfault")])
     assert results[0].status == "crashed" and "SIGSEGV" in results[0].reason
+    assert "Fatal Python error: Segmentation fault" in results[0].log_tail
+    assert "faults.py" in results[0].log_tail
 
 
 def test_job_over_its_timeout_is_stored_as_timeout_and_the_next_job_runs(tmp_path):
