@@ -7,7 +7,7 @@ SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
 SYNTHETIC_WORKFLOWS = ["eager", "torch_compile", "aot_inductor", "onnxruntime", "onnxruntime_cuda",
                        "onnxruntime_trt", "torch_compile_tensorrt", "torch_tensorrt", "torch_compile_openxla",
                        "torchax"]
-LLM_WORKFLOWS = ["eager", "torch_compile", "torch_compile_static", "torch_compile_tensorrt", "torch_tensorrt",
+LLM_WORKFLOWS = ["eager", "torch_compile", "torch_compile_forward", "torch_compile_static", "torch_compile_tensorrt", "torch_tensorrt",
                  "tensorrt_llm", "torch_compile_openxla", "torchax"]
 PAPER_BATCHES = [1, 4, 16, 64]
 
@@ -33,7 +33,8 @@ SUITES: dict[str, Suite] = {
                        repeats=10, timeout_s=300),
             SuiteEntry(models=["ffn-small"], workflows=["aot_inductor"], batch_sizes=[1], warmup=2, repeats=10,
                        timeout_s=300),
-            SuiteEntry(models=["llama-2layer"], workflows=["eager", "torch_compile", "torch_compile_static"],
+            SuiteEntry(models=["llama-2layer"], workflows=["eager", "torch_compile", "torch_compile_forward",
+                                                                "torch_compile_static"],
                        batch_sizes=[1], output_len=8, warmup=1, repeats=3, timeout_s=300),
         ],
     ),

@@ -138,7 +138,9 @@ MODELS.update({
 # Every workflow a job may name, with what it is. workers/workflows maps each to its module.
 WORKFLOWS: dict[str, str] = {
     "eager": "PyTorch eager (HF generate with the default dynamic cache for LLMs)",
-    "torch_compile": "torch.compile, inductor backend (LLMs: the paper's recipe, default dynamic cache)",
+    "torch_compile": "torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + generate(), "
+                     "default dynamic cache)",
+    "torch_compile_forward": "LLMs: the forward compiled (inductor), default dynamic cache",
     "torch_compile_static": "LLMs: static KV cache + compiled forward (Hugging Face's recipe)",
     "aot_inductor": "torch.export + AOTInductor package, loaded back and run",
     "onnxruntime": "torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP)",

@@ -11,6 +11,7 @@ from workers.workflows.base import Unsupported, Workflow
 _MODULES: dict[str, str] = {
     "eager": "eager:Eager",
     "torch_compile": "torch_compile:TorchCompile",
+    "torch_compile_forward": "torch_compile_forward:TorchCompileForward",
     "torch_compile_static": "torch_compile_static:TorchCompileStatic",
     "aot_inductor": "aot_inductor:AOTInductor",
     "onnxruntime": "onnxruntime:OnnxRuntime",

@@ -1,0 +1,19 @@
+"""LLMs: the forward itself compiled (inductor) and driven by generate() with the default dynamic cache. The KV cache
+grows by one position per step, so dynamo recompiles with dynamic shapes; no CUDA graphs. What `torch.compile(model)`
+is usually meant to do, and does not do, for generate()."""
+
+import torch
+
+from workers.workflows.base import Workflow
+from workers.workflows.hf_generate import HFGenerateRunner
+
+
+class TorchCompileForward(Workflow):
+    name = "torch_compile_forward"
+
+    def prepare_llm(self, model, ctx):
+        mode = ctx.job.options.compile_mode or "default"
+        ctx.settings.update(backend="inductor", compile_mode=mode, cache="dynamic", decode_loop="hf_generate",
+                            compiled="model.forward")
+        model.forward = torch.compile(model.forward, mode=mode)
+        return HFGenerateRunner(model, disable_compile=True)
