@@ -81,6 +81,12 @@ def test_markdown_tables_hold_tokens_per_s_and_speedup(store_path, tmp_path):
     assert "| torch_compile_static | 100.0 (2.50×) | 420.0 (3.50×) |" in lines
     assert "| eager | 30.0 |  |" not in lines  # llama2-7b eager b64 was oom: said, not left blank
     assert "| eager | 30.0 | oom |" in lines
+    # compile cost, what did not run and why, and where the numbers come from
+    assert any(line.startswith("| tinyllama-1.1b | torch_compile_static | rtx4090 | local |") for line in lines)
+    assert "| eager | local on rtx4090 | oom: CUDA out of memory | llama2-7b |" in lines
+    assert "| torch_compile | local on rtx4090 | failed: RuntimeError: inductor lowering | llama2-7b |" in lines
+    provenance = [line for line in lines if line.startswith("| rtx4090 | local |")]
+    assert len(provenance) == 1 and "NVIDIA GeForce RTX 4090" in provenance[0] and "torch 2.11.0" in provenance[0]
 
 
 def test_compare_two_gpus_prints_both_figures_and_the_ratio(store_path):
