@@ -35,6 +35,25 @@ def test_segfault_is_a_crash_with_its_signal_and_the_python_stack_in_the_log_tai
     assert "faults.py" in results[0].log_tail
 
 
+def test_a_model_that_does_not_fit_is_an_oom_result_and_the_next_job_runs_in_the_same_worker(tmp_path):
+    results = run(tmp_path, [job("fault-oom"), job("eager")])
+    assert [r.status for r in results] == ["oom", "ok"]
+    assert "CUDA out of memory" in results[0].reason and "OutOfMemoryError" in results[0].error
+    assert len(list((tmp_path / "work").iterdir())) == 1  # no crash: one worker ran both
+
+
+def test_an_oom_result_carries_the_allocators_peak_and_the_devices_memory(monkeypatch):
+    import torch
+
+    from workers.runner import _memory_after_failure
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (1 << 20, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 79 << 30)
+    metrics = _memory_after_failure(job("eager", device="cuda"))
+    assert metrics.torch_peak_mem_bytes == 79 << 30
+    assert metrics.settings == {"device_free_bytes": 1 << 20, "device_total_bytes": 80 << 30}
+
+
 def test_job_over_its_timeout_is_stored_as_timeout_and_the_next_job_runs(tmp_path):
     results = run(tmp_path, [job("fault-hang", timeout_s=3), job("eager")])
     assert [r.status for r in results] == ["timeout", "ok"]

@@ -27,6 +27,7 @@ _FAULTS: dict[str, str] = {
     "fault-kill": "faults:KillSelf",
     "fault-segfault": "faults:Segfault",
     "fault-hang": "faults:Hang",
+    "fault-oom": "faults:OutOfMemory",
 }
 FAULTS_ENV = "MLCBENCH_TEST_FAULTS"
 

@@ -24,6 +24,17 @@ class Segfault(Workflow):
         ctypes.string_at(0)
 
 
+class OutOfMemory(Workflow):
+    """What PyTorch's CUDA caching allocator raises when a model does not fit."""
+
+    name = "fault-oom"
+
+    def compile_module(self, module, inputs, ctx):
+        import torch
+
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+
 class Hang(Workflow):
     name = "fault-hang"
 
