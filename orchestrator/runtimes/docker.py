@@ -24,6 +24,8 @@ CONTAINER_ROOT = "/mlcbench"
 CONTAINER_WORK = f"{CONTAINER_ROOT}/work"
 CONTAINER_CACHE = f"{CONTAINER_ROOT}/cache"
 LABEL = "mlcbench"
+# nobody:nogroup in Debian and Ubuntu images: where the host user is root, workers run as this instead
+UNPRIVILEGED_UID = UNPRIVILEGED_GID = 65534
 STOP_WAIT_S = 30
 
 
@@ -62,7 +64,7 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         "volumes": volumes,
         "working_dir": CONTAINER_WORK,
         "environment": environment,
-        "user": user or f"{os.getuid()}:{os.getgid()}",
+        "user": user or "{}:{}".format(*worker_ids()),
         "network_mode": "bridge" if network else "none",
         "privileged": False,
         "ulimits": [Ulimit(name=name, soft=value, hard=value) for name, value in env.run.ulimits.items()],
@@ -121,6 +123,23 @@ class ContainerWorker:
         self._removed = True
 
 
+def worker_ids() -> tuple[int, int]:
+    """The uid:gid a worker runs as: the host user's, so that what it writes is theirs; never root."""
+    if os.getuid() == 0:
+        return UNPRIVILEGED_UID, UNPRIVILEGED_GID
+    return os.getuid(), os.getgid()
+
+
+def hand_to_worker(folder: Path) -> None:
+    """Make a folder the worker writes in (and all in it) the worker's, where the host user differs (root)."""
+    uid, gid = worker_ids()
+    if (uid, gid) == (os.getuid(), os.getgid()):
+        return
+    for root, _, names in os.walk(folder):
+        for path in (root, *(os.path.join(root, name) for name in names)):
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
 class DockerRuntime(Runtime):
     isolate_groups = True
 
@@ -141,10 +160,12 @@ class DockerRuntime(Runtime):
         remove_leftovers(self.client)
         self.image: EnvImage = ensure_image(self.client, env, build, console)
         self._workers: list[ContainerWorker] = []
+        self.cache_dir.mkdir(parents=True, exist_ok=True)  # created by the engine it would belong to root
+        hand_to_worker(self.cache_dir)
 
     def start_worker(self, files: WorkerFiles) -> ContainerWorker:
         self._remove_finished()
-        self.cache_dir.mkdir(parents=True, exist_ok=True)  # created by the engine it would belong to root
+        hand_to_worker(files.folder)
         options = container_options(self.env, self.image.tag, files, self.cache_dir, self.gpu_uuid,
                                     extra_env=self.extra_env, labels=self.labels, network=self.network)
         try:

@@ -68,7 +68,8 @@ def test_labels_environment_and_user(tmp_path, monkeypatch):
     assert environment["HF_TOKEN"] == "hf_secret"
     assert "SOME_HOST_VARIABLE" not in environment
     uid, gid = options["user"].split(":")
-    assert (int(uid), int(gid)) == (os.getuid(), os.getgid())
+    assert (int(uid), int(gid)) == ((65534, 65534) if os.getuid() == 0 else (os.getuid(), os.getgid()))
+    assert uid != "0" and options["privileged"] is False and options["network_mode"] == "none"
 
 
 def test_cpu_env_gets_no_gpu_and_its_shm_size(tmp_path):
