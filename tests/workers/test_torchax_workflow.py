@@ -67,4 +67,4 @@ def test_missing_torchax_is_unsupported(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torchax", None)
     result = run_job(_job("ffn-small"), tmp_path)
     assert result.status == "unsupported"
-    assert "torchax not importable" in result.reason
+    assert "not importable" in result.reason and "torchax" in result.reason.split(":", 1)[1]
