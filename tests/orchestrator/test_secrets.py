@@ -2,7 +2,6 @@
 container's labels or command, a stored result, or a stored worker log tail."""
 
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -10,7 +9,7 @@ from orchestrator import sweep as sweeping
 from orchestrator.gpu import Target
 from orchestrator.images import BuildOptions, build_args, image_tag
 from orchestrator.runtimes.base import Runtime, WorkerFiles
-from orchestrator.runtimes.docker import container_options
+from orchestrator.runtimes.docker import container_options, worker_ids
 from orchestrator.store import Store
 from schema import EnvSpec, JobSpec, Result, Suite, SuiteEntry
 
@@ -25,7 +24,7 @@ def test_a_container_gets_the_secret_in_its_run_time_environment_only(tmp_path, 
     assert options["environment"]["HF_TOKEN"] == SECRET
     rest = {name: value for name, value in options.items() if name != "environment"}
     assert SECRET not in json.dumps(rest, default=str)
-    assert options["user"] == f"{os.getuid()}:{os.getgid()}"  # the host user, not the image's default (root)
+    assert options["user"] == "{}:{}".format(*worker_ids())  # the host user (nobody under root), never root
     assert options["privileged"] is False and options["network_mode"] == "none"
     assert SECRET not in json.dumps([build_args(CPU_ENV, BuildOptions()), image_tag(CPU_ENV)])
 
