@@ -9,15 +9,13 @@ A check that the LLM figures mlcbench stores are those of generate() itself, not
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from schema import MODELS, JobSpec  # noqa: E402
-from workers.models import llm  # noqa: E402
-from workers.workflows.hf_generate import HFGenerateRunner  # noqa: E402
+from mlcbench.schema import MODELS, JobSpec  # noqa: E402
+from mlcbench.workers.models import llm  # noqa: E402
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

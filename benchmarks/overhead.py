@@ -21,10 +21,10 @@ from typing import Optional
 
 import torch
 
-from orchestrator import sweep as sweeping
-from orchestrator.gpu import Target
-from orchestrator.store import Store
-from schema import Suite, SuiteEntry
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import Suite, SuiteEntry
 
 TARGET_MS = 50.0
 

@@ -7,10 +7,10 @@ import time
 
 import torch
 
-from schema import MODELS, JobSpec
-from workers.measure import NvmlMemorySampler
-from workers.models import llm
-from workers.workflows.hf_generate import HFGenerateRunner
+from mlcbench.schema import MODELS, JobSpec
+from mlcbench.workers.measurement.timing import NvmlMemorySampler
+from mlcbench.workers.models import llm
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 def tokens_per_s(runner: HFGenerateRunner, prompt: torch.Tensor, calls: int = 5) -> float:

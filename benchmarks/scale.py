@@ -18,14 +18,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from orchestrator import sweep as sweeping
-from orchestrator.errors import UsageError
-from orchestrator.gpu import Target
-from orchestrator.runtimes.base import WorkerFiles
-from orchestrator.runtimes.simulated import SimulatedRuntime
-from orchestrator.store import Store
-from orchestrator.suites import get_suite
-from schema import GpuInfo, Suite, SuiteEntry
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.runtimes.base import WorkerFiles
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.suites import get_suite
+from mlcbench.schema import GpuInfo, Suite, SuiteEntry
 
 GPU_COUNTS = (1, 2, 4, 8)
 MODELS = ["matmul-small", "matmul-relu-small", "ffn-small", "ffn-multilayer-small"]
@@ -85,8 +85,8 @@ class _TimedDocker:
 
 def docker_overhead() -> list[str]:
     try:
-        from orchestrator.envs import load_env
-        from orchestrator.images import connect, find_image
+        from mlcbench.orchestrator.envs import load_env
+        from mlcbench.orchestrator.envs.images import connect, find_image
 
         client = connect()
         if find_image(client, load_env("cpu"), None) is None:

@@ -1,3 +1,3 @@
-from orchestrator.cli import app
+from mlcbench.orchestrator.cli import app
 
 app(prog_name="mlcbench")

@@ -6,8 +6,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from orchestrator.errors import UsageError
-from schema import GPUS, GpuInfo, gpu_tag_for_name
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.schema import GPUS, GpuInfo, gpu_tag_for_name
 
 CPU_TAG = "cpu"
 

@@ -3,9 +3,9 @@
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from orchestrator.errors import UsageError
-from orchestrator.gpu import Target
-from schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, Result, Suite
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.gpu import Target
+from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, Result, Suite
 
 
 @dataclass

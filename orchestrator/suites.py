@@ -1,7 +1,7 @@
 """The built-in suites. `paper` is the study's grid; `smoke` the same kinds of model scaled down for a CPU."""
 
-from orchestrator.errors import UsageError
-from schema import Suite, SuiteEntry
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.schema import Suite, SuiteEntry
 
 SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
 SYNTHETIC_WORKFLOWS = ["eager", "torch_compile", "aot_inductor", "onnxruntime", "onnxruntime_cuda",

@@ -3,26 +3,23 @@ thread each, sharing the jobs through a queue), store every result as it arrives
 
 import itertools
 import math
-import os
 import queue
 import signal
-import socket
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from orchestrator import provenance
-from orchestrator.envs import load_env
-from orchestrator.gpu import Target
-from orchestrator.planner import EnvPlan, Filters, expand, plan_env
-from orchestrator.runtimes.base import Runtime, StopRequest, run_jobs
-from orchestrator.secret_env import redact
-from orchestrator.store import Store
-from schema import OWN_WORKER_WORKFLOWS, EnvSpec, GpuInfo, JobSpec, Result, Suite
+from mlcbench.orchestrator.envs import load_env
+from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env
+from mlcbench.orchestrator.runtimes.base import Runtime, StopRequest
+from mlcbench.orchestrator.runtimes.follower import run_jobs
+from mlcbench.orchestrator.store import Store, record
+from mlcbench.schema import OWN_WORKER_WORKFLOWS, EnvSpec, GpuInfo, JobSpec, Result, Suite
+from mlcbench.schema.protocol import new_sweep_id
 
 JOIN_POLL_S = 0.2
 
@@ -36,6 +33,8 @@ class SweepOptions:
     rerun: bool = False
     workdir: Path = Path("results/work")
     cache_dir: Path = Path.home() / ".cache" / "mlcbench"
+    # tags the stored rows and the sweep's workers (container labels) alike
+    sweep_id: str = field(default_factory=new_sweep_id)
 
 
 @dataclass
@@ -73,16 +72,15 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     plans = plan(options, store)
     report = SweepReport(skipped=sum(p.skipped for p in plans))
     listener.planned(sum(len(p.to_run) + len(p.unsupported) for p in plans), report.skipped)
-    sweep_id = f"{socket.gethostname()}-{os.getpid()}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}"
-    writer = _ResultWriter(store, report, listener, sweep_id)
+    writer = _ResultWriter(store, report, listener, options.sweep_id)
     for env_plan in plans:
         env = env_plan.env
         for result in env_plan.unsupported:
-            writer.put(provenance.finish(result, env.name, options.target.tag, None))
+            writer.put(result, env.name, options.target.tag, None)
         if not env_plan.to_run or stop.requested:
             continue
         begin = time.perf_counter()
-        _run_env(env, env_plan.to_run, options, runtime_factory, writer, stop, options.workdir / f"{sweep_id}-{env.name}")
+        _run_env(env, env_plan.to_run, options, runtime_factory, writer, stop, options.workdir / f"{options.sweep_id}-{env.name}")
         report.jobs_wall_s += time.perf_counter() - begin
     report.interrupted = stop.requested
     return report
@@ -95,12 +93,11 @@ class _ResultWriter:
         self._store, self._report, self._listener, self._sweep_id = store, report, listener, sweep_id
         self._lock = threading.Lock()
 
-    def put(self, result: Result) -> None:
-        result = redact(result)
+    def put(self, result: Result, env: str, gpu_tag: str, image_digest: Optional[str]) -> None:
         with self._lock:
-            self._store.put(result, sweep_id=self._sweep_id)
-            self._report.stored.append(result)
-            self._listener.job_done(result)
+            stored = record(self._store, result, env, gpu_tag, image_digest, self._sweep_id)
+            self._report.stored.append(stored)
+            self._listener.job_done(stored)
 
 
 def _run_env(env: EnvSpec, jobs: list[JobSpec], options: SweepOptions, runtime_factory: RuntimeFactory,
@@ -140,7 +137,7 @@ def _worker_loop(env: EnvSpec, gpu: Optional[GpuInfo], runtime: Runtime, units: 
     digest = runtime.image_digest()
 
     def on_result(result: Result) -> None:
-        writer.put(provenance.finish(_on_gpu(result, gpu), env.name, options.target.tag, digest))
+        writer.put(_on_gpu(result, gpu), env.name, options.target.tag, digest)
 
     try:
         while not stop.requested:
@@ -205,10 +202,10 @@ def stop_on_sigint(stop: StopRequest) -> Iterator[None]:
 def make_runtime(env: EnvSpec, options: SweepOptions, gpu: Optional[GpuInfo]) -> Runtime:
     gpu_uuid = gpu.uuid if gpu else None
     if env.runtime == "local":
-        from orchestrator.runtimes.local import LocalRuntime
+        from mlcbench.orchestrator.runtimes.local import LocalRuntime
 
         pin = {"CUDA_VISIBLE_DEVICES": gpu_uuid} if gpu_uuid else {}
         return LocalRuntime(env, cache_dir=options.cache_dir / env.name, extra_env=pin)
-    from orchestrator.runtimes.docker import DockerRuntime
+    from mlcbench.orchestrator.runtimes.docker import DockerRuntime
 
-    return DockerRuntime(env, cache_dir=options.cache_dir / env.name, gpu_uuid=gpu_uuid)
+    return DockerRuntime(env, cache_dir=options.cache_dir / env.name, sweep_id=options.sweep_id, gpu_uuid=gpu_uuid)

@@ -4,11 +4,11 @@ Pure data and validation: this package imports pydantic and the standard library
 every environment image (Python 3.10-3.12).
 """
 
-from schema.base import SCHEMA_VERSION, StrictModel
-from schema.catalog import GPUS, MODELS, OWN_WORKER_WORKFLOWS, WORKFLOWS, GpuPeaks, ModelInfo, gpu_tag_for_name
-from schema.envs import EnvSpec, RunOptions
-from schema.jobs import JobSpec, Precision, WorkflowOptions
-from schema.results import (
+from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
+from mlcbench.schema.catalog import GPUS, MODELS, OWN_WORKER_WORKFLOWS, WORKFLOWS, GpuPeaks, ModelInfo, gpu_tag_for_name
+from mlcbench.schema.envs import EnvSpec, RunOptions
+from mlcbench.schema.jobs import JobSpec, Precision, WorkflowOptions
+from mlcbench.schema.results import (
     FINAL_STATUSES,
     Correctness,
     GpuInfo,
@@ -18,7 +18,7 @@ from schema.results import (
     Status,
     Timing,
 )
-from schema.suites import Suite, SuiteEntry
+from mlcbench.schema.suites import Suite, SuiteEntry
 
 __all__ = [
     "FINAL_STATUSES",

@@ -2,7 +2,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from schema.base import StrictModel
+from mlcbench.schema.base import StrictModel
 
 
 class RunOptions(StrictModel):

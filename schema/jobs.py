@@ -3,8 +3,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from schema.base import SCHEMA_VERSION, StrictModel
-from schema.catalog import MODELS
+from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
+from mlcbench.schema.catalog import MODELS
 
 Precision = Literal["fp32", "fp16", "bf16"]
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]

@@ -3,8 +3,8 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field
 
-from schema.base import SCHEMA_VERSION, StrictModel
-from schema.jobs import JobSpec
+from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
+from mlcbench.schema.jobs import JobSpec
 
 Status = Literal["ok", "unsupported", "failed", "oom", "timeout", "crashed"]
 # Statuses that another run in the same env on the same GPU would only repeat: resume skips them.

@@ -2,9 +2,9 @@ from typing import Optional
 
 from pydantic import Field
 
-from schema.base import StrictModel
-from schema.catalog import MODELS
-from schema.jobs import JobSpec, Precision, WorkflowOptions
+from mlcbench.schema.base import StrictModel
+from mlcbench.schema.catalog import MODELS
+from mlcbench.schema.jobs import JobSpec, Precision, WorkflowOptions
 
 
 class SuiteEntry(StrictModel):

@@ -3,13 +3,14 @@ import faulthandler
 import sys
 from pathlib import Path
 
-from workers.orphan import exit_with_parent
-from workers.protocol import JobFileError, read_jobs
-from workers.runner import run_jobs
+from mlcbench.schema.protocol import WORKER_MODULE
+from mlcbench.workers.orphan import exit_with_parent
+from mlcbench.workers.protocol import JobFileError, read_jobs
+from mlcbench.workers.runner import run_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers", description="mlcbench worker")
+    parser = argparse.ArgumentParser(prog=f"python -m {WORKER_MODULE}", description="mlcbench worker")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run every job of a JSONL file, appending one Result line per job")
     run.add_argument("--jobs", type=Path, required=True)

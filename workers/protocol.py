@@ -6,7 +6,7 @@ from typing import Optional
 
 from pydantic import ValidationError
 
-from schema import JobSpec, Result
+from mlcbench.schema import JobSpec, Result
 
 MAX_LINE_BYTES = 1 << 20
 

@@ -12,9 +12,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from schema import MODELS, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result
-from workers.protocol import append_line, append_result
-from workers.workflows.base import Unsupported
+from mlcbench.schema import MODELS, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result
+from mlcbench.workers.protocol import append_line, append_result
+from mlcbench.workers.workflows.base import Unsupported
 
 TRACKED_PACKAGES = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu", "onnx", "tensorrt", "torch_tensorrt",
                     "tensorrt_llm", "torch_xla", "jax", "jaxlib", "torchax", "triton", "numpy")
@@ -55,9 +55,9 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
 def _run(job: JobSpec, cache_dir: Path):
     import torch
 
-    from workers import llm_job, synthetic_job
-    from workers.workflows import load
-    from workers.workflows.base import WorkflowContext
+    from mlcbench.workers.measurement import llm, synthetic
+    from mlcbench.workers.workflows import load
+    from mlcbench.workers.workflows.base import WorkflowContext
 
     if job.device == "cuda" and not torch.cuda.is_available():
         raise Unsupported("job asks for CUDA but torch sees no GPU in this environment")
@@ -66,7 +66,7 @@ def _run(job: JobSpec, cache_dir: Path):
     ctx = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
     info = MODELS[job.model]
-    module = llm_job if info.kind == "llm" else synthetic_job
+    module = llm if info.kind == "llm" else synthetic
     metrics, correctness = module.measure(workflow, info, ctx)
     status, reason = "ok", None
     if correctness is not None and not correctness.passed:

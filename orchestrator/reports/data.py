@@ -6,8 +6,8 @@ from datetime import datetime
 from statistics import median
 from typing import Iterable, Literal, Optional
 
-from orchestrator.store import Store
-from schema import GPUS, MODELS, WORKFLOWS, Result
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import GPUS, MODELS, WORKFLOWS, Result
 
 Kind = Literal["llm", "synthetic"]
 Axis = Literal["gpu", "env"]

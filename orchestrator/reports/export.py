@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, Optional
 
-from orchestrator.reports.data import env_of, gpu_of
-from schema import Result
+from mlcbench.orchestrator.reports.data import env_of, gpu_of
+from mlcbench.schema import Result
 
 Format = Literal["csv", "json", "parquet"]
 

@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import FixedLocator, LogFormatter, NullLocator, ScalarFormatter  # noqa: E402
 
-from orchestrator.reports.data import Comparison, PerfRow, peak_tflops, workflow_order  # noqa: E402
-from orchestrator.reports.report import Report  # noqa: E402
+from mlcbench.orchestrator.reports.data import Comparison, PerfRow, peak_tflops, workflow_order  # noqa: E402
+from mlcbench.orchestrator.reports.report import Report  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ from html import escape
 from pathlib import Path
 from typing import Iterable, Optional
 
-from orchestrator.reports import fmt
-from orchestrator.reports.data import PerfRow, SupportMatrix, ThroughputTable, provenance_line
-from orchestrator.reports.figures import Figure, write_figures
-from orchestrator.reports.p3 import RUBRIC
-from orchestrator.reports.report import Report
+from mlcbench.orchestrator.reports import fmt
+from mlcbench.orchestrator.reports.data import PerfRow, SupportMatrix, ThroughputTable, provenance_line
+from mlcbench.orchestrator.reports.figures import Figure, write_figures
+from mlcbench.orchestrator.reports.p3 import RUBRIC
+from mlcbench.orchestrator.reports.report import Report
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; background: #fff; }

@@ -1,9 +1,9 @@
 """Markdown tables for READMEs: workflow x batch size per model (tokens/s or TFLOPS, speedup over eager), compile cost,
 why the rest did not run, and where the numbers come from."""
 
-from orchestrator.reports import fmt
-from orchestrator.reports.data import PerfRow, ThroughputTable
-from orchestrator.reports.report import Report
+from mlcbench.orchestrator.reports import fmt
+from mlcbench.orchestrator.reports.data import PerfRow, ThroughputTable
+from mlcbench.orchestrator.reports.report import Report
 
 
 def _cell(row: PerfRow | None) -> str:

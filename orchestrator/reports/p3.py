@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Iterable, Optional
 
-from orchestrator.reports.data import PerfRow, workflow_order
-from schema import Result
+from mlcbench.orchestrator.reports.data import PerfRow, workflow_order
+from mlcbench.schema import Result
 
 # (minimum median speedup over eager, score), best first
 SPEEDUP_STEPS = ((3.0, 5), (2.0, 4), (1.2, 3), (0.9, 2))

@@ -3,11 +3,11 @@
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from orchestrator.reports.data import (CheckRow, Comparison, CostRow, PerfRow, ProvenanceRow, Selection, SupportMatrix,
+from mlcbench.orchestrator.reports.data import (CheckRow, Comparison, CostRow, PerfRow, ProvenanceRow, Selection, SupportMatrix,
                                        ThroughputTable, comparisons_in, cost_rows, failed_checks, perf_rows,
                                        provenance_rows, support_matrices, throughput_tables)
-from orchestrator.reports.p3 import P3Row, p3_rows
-from schema import Result
+from mlcbench.orchestrator.reports.p3 import P3Row, p3_rows
+from mlcbench.schema import Result
 
 
 @dataclass(frozen=True)

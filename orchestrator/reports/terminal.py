@@ -4,11 +4,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.console import STATUS_STYLE
-from orchestrator.reports import fmt
-from orchestrator.reports.data import Comparison, PerfRow, SupportMatrix, ThroughputTable
-from orchestrator.reports.p3 import RUBRIC
-from orchestrator.reports.report import Report
+from mlcbench.orchestrator.reports import fmt
+from mlcbench.orchestrator.reports.data import Comparison, PerfRow, SupportMatrix, ThroughputTable
+from mlcbench.orchestrator.reports.p3 import RUBRIC
+from mlcbench.orchestrator.reports.report import Report
+from mlcbench.orchestrator.reports.tables import STATUS_STYLE
 
 
 def _perf_cell(row: PerfRow | None) -> Text:

@@ -1,18 +1,12 @@
-"""The runtime-independent half of running jobs: hand a worker a job file, follow its result stream, and turn a
-worker that dies or overruns into a crashed / oom / timeout result for the job in flight, then carry on with a fresh
-worker for the rest."""
+"""What every runtime provides: a way to start a worker on an exchange folder, and a handle to watch and kill it."""
 
-import signal
 import threading
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Protocol
+from typing import Optional, Protocol
 
-from pydantic import ValidationError
-
-from schema import EnvSpec, JobSpec, Result
+from mlcbench.schema import EnvSpec, protocol
 
 LOG_TAIL_CHARS = 4000
 
@@ -37,19 +31,19 @@ class WorkerFiles:
 
     @property
     def jobs(self) -> Path:
-        return self.folder / "jobs.jsonl"
+        return self.folder / protocol.JOBS_FILE
 
     @property
     def results(self) -> Path:
-        return self.folder / "results.jsonl"
+        return self.folder / protocol.RESULTS_FILE
 
     @property
     def progress(self) -> Path:
-        return self.folder / "progress.txt"
+        return self.folder / protocol.PROGRESS_FILE
 
     @property
     def log(self) -> Path:
-        return self.folder / "worker.log"
+        return self.folder / protocol.LOG_FILE
 
 
 class Runtime(ABC):
@@ -86,114 +80,3 @@ class StopRequest:
         return self.after_job.is_set() or self.now.is_set()
 
 
-class _LineReader:
-    """Complete lines appended to a file since the last call (a partial last line waits for its newline)."""
-
-    def __init__(self, path: Path):
-        self._path = path
-        self._offset = 0
-
-    def new_lines(self) -> list[str]:
-        try:
-            with open(self._path, "rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n") + 1
-        self._offset += end
-        return [line for line in data[:end].decode("utf-8", "replace").splitlines() if line.strip()]
-
-
-def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Callable[[Result], None],
-             poll_s: Optional[float] = None, stop: Optional[StopRequest] = None) -> None:
-    """Run every job; exactly one Result per job reaches on_result, in job order. Once a stop is requested, the jobs
-    not yet started get none (and, for a stop `now`, neither does the job in flight)."""
-    stop = stop or StopRequest()
-    pending = list(jobs)
-    workdir = workdir.resolve()
-    attempt = 0
-    while pending and not stop.requested:
-        files = WorkerFiles(workdir / f"worker-{attempt:03d}")
-        files.folder.mkdir(parents=True, exist_ok=True)
-        files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in pending), encoding="utf-8")
-        handle = runtime.start_worker(files)
-        try:
-            done = _follow(handle, files, pending, on_result, poll_s or runtime.poll_s, stop)
-        finally:
-            if handle.poll() is None:
-                handle.kill()
-        pending = pending[done:]
-        attempt += 1
-
-
-def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_result: Callable[[Result], None],
-            poll_s: float, stop: StopRequest) -> int:
-    """Follow one worker until it has answered every job, dies, overruns a job, or is asked to stop; returns how many
-    jobs ended."""
-    results, progress = _LineReader(files.results), _LineReader(files.progress)
-    # started: jobs the worker has begun (progress lines); the job in flight is jobs[done] while started > done
-    done, started, started_at = 0, 0, None
-    while done < len(jobs):
-        for line in results.new_lines():
-            on_result(parse_result_line(line, jobs[done]))
-            done += 1
-            started_at = time.monotonic() if started > done else None
-            if done == len(jobs) or stop.requested:
-                return done
-        started += len(progress.new_lines())
-        if started_at is None and started > done:
-            started_at = time.monotonic()
-        if stop.now.is_set() or (stop.after_job.is_set() and started_at is None):
-            return done
-        exit_code = handle.poll()
-        if exit_code is not None:
-            for line in results.new_lines()[:len(jobs) - done]:  # lines written just before the end
-                on_result(parse_result_line(line, jobs[done]))
-                done += 1
-            if done < len(jobs):
-                on_result(_died(jobs[done], exit_code, handle))
-                done += 1
-            return done
-        job = jobs[done]
-        if started_at is not None and time.monotonic() - started_at > job.timeout_s:
-            handle.kill()
-            on_result(Result.without_run(job, "timeout", f"no result within the job's {job.timeout_s:g} s timeout",
-                                         log_tail=handle.log_tail()))
-            return done + 1
-        time.sleep(poll_s)
-    return done
-
-
-def parse_result_line(line: str, job: JobSpec) -> Result:
-    """A worker's result line; one that does not parse, or answers another job, is kept as a failed result."""
-    try:
-        result = Result.model_validate_json(line)
-    except ValidationError as error:
-        return Result.without_run(job, "failed", f"worker wrote a result line that does not parse: "
-                                  f"{error.errors()[0]['msg']}", error=line[:LOG_TAIL_CHARS])
-    if result.job_id != job.job_id:
-        return Result.without_run(job, "failed", f"worker answered job {result.job_id} while {job.job_id} was due",
-                                  error=line[:LOG_TAIL_CHARS])
-    return result
-
-
-def _died(job: JobSpec, exit_code: int, handle: WorkerHandle) -> Result:
-    if handle.oom_killed():
-        return Result.without_run(job, "oom", "worker killed for memory (OOM)", exit_code=exit_code,
-                                  log_tail=handle.log_tail())
-    return Result.without_run(job, "crashed", f"worker died: {describe_exit(exit_code)}", exit_code=exit_code,
-                              log_tail=handle.log_tail())
-
-
-def describe_exit(code: int) -> str:
-    """'exit code 3', 'killed by SIGSEGV' (negative codes from subprocess, 128+N from shells and containers)."""
-    number = -code if code < 0 else code - 128 if code > 128 else None
-    if number is not None:
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        hint = " (the kernel's OOM killer sends this too)" if name == "SIGKILL" else ""
-        return f"killed by {name}{hint}, exit code {code}"
-    return f"exit code {code}"

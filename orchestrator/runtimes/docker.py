@@ -2,8 +2,6 @@
 read-only (worker changes need no rebuild), the exchange folder read-write, and the GPU pinned by UUID."""
 
 import os
-import socket
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -12,15 +10,18 @@ import docker.errors
 from docker.types import DeviceRequest, Ulimit
 from rich.console import Console
 
-from orchestrator.errors import UsageError
-from orchestrator.images import BuildOptions, EnvImage, connect, ensure_image
-from orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
-from orchestrator.secret_env import SECRETS
-from schema import EnvSpec
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, ensure_image
+from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
+from mlcbench.orchestrator.store.redaction import SECRETS
+from mlcbench.schema import EnvSpec
+from mlcbench.schema.protocol import worker_command
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("workers", "schema")
 CONTAINER_ROOT = "/mlcbench"
+# the packages are mounted as mlcbench/<package> under this folder, the worker's PYTHONPATH
+CONTAINER_CODE = f"{CONTAINER_ROOT}/code"
 CONTAINER_WORK = f"{CONTAINER_ROOT}/work"
 CONTAINER_CACHE = f"{CONTAINER_ROOT}/cache"
 LABEL = "mlcbench"
@@ -34,13 +35,13 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
                       network: bool = False, code_root: Path = CODE_ROOT, user: Optional[str] = None) -> dict[str, Any]:
     """Keyword arguments of `client.containers.run` for one worker (pure: no engine needed)."""
     work = files.folder.resolve()
-    volumes = {str(code_root / package): {"bind": f"{CONTAINER_ROOT}/{package}", "mode": "ro"}
+    volumes = {str(code_root / package): {"bind": f"{CONTAINER_CODE}/mlcbench/{package}", "mode": "ro"}
                for package in CODE_PACKAGES}
     volumes[str(work)] = {"bind": CONTAINER_WORK, "mode": "rw"}
     volumes[str(cache_dir.resolve())] = {"bind": CONTAINER_CACHE, "mode": "rw"}
     environment = {
         **env.run.env,
-        "PYTHONPATH": CONTAINER_ROOT,
+        "PYTHONPATH": CONTAINER_CODE,
         "PYTHONUNBUFFERED": "1",
         # the host uid may have no passwd entry in the image: give getpass and the compilers' caches a home
         "HOME": "/tmp",
@@ -48,14 +49,9 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         **{name: os.environ[name] for name in SECRETS if os.environ.get(name)},
         **(extra_env or {}),
     }
-    command = ["python", "-m", "workers", "run",
-               "--jobs", f"{CONTAINER_WORK}/{files.jobs.name}",
-               "--results", f"{CONTAINER_WORK}/{files.results.name}",
-               "--progress", f"{CONTAINER_WORK}/{files.progress.name}",
-               "--cache-dir", CONTAINER_CACHE]
     options: dict[str, Any] = {
         "image": image,
-        "command": command,
+        "command": worker_command("python", CONTAINER_WORK, CONTAINER_CACHE),
         "detach": True,
         # a small init as PID 1: the worker may then kill itself or crash like any process, and compilers' children
         # are reaped (the kernel ignores signals that a namespace's PID 1 sends itself without a handler)
@@ -143,7 +139,7 @@ def hand_to_worker(folder: Path) -> None:
 class DockerRuntime(Runtime):
     isolate_groups = True
 
-    def __init__(self, env: EnvSpec, cache_dir: Path, gpu_uuid: Optional[str] = None,
+    def __init__(self, env: EnvSpec, cache_dir: Path, sweep_id: str, gpu_uuid: Optional[str] = None,
                  build: Optional[BuildOptions] = None, extra_env: Optional[dict[str, str]] = None,
                  network: bool = False, client: Optional[docker.DockerClient] = None,
                  console: Optional[Console] = None):
@@ -155,7 +151,7 @@ class DockerRuntime(Runtime):
         self.gpu_uuid = gpu_uuid
         self.extra_env = extra_env or {}
         self.network = network
-        self.labels = {f"{LABEL}.sweep": f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}",
+        self.labels = {f"{LABEL}.sweep": sweep_id,
                        f"{LABEL}.pid": str(os.getpid())}
         remove_leftovers(self.client)
         self.image: EnvImage = ensure_image(self.client, env, build, console)

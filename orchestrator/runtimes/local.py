@@ -7,11 +7,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
-
-# schema/ and workers/ live at the repository root, beside orchestrator/
-CODE_ROOT = Path(__file__).resolve().parents[2]
-
+from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
+from mlcbench.schema.protocol import worker_command
 
 class LocalWorker:
     def __init__(self, process: subprocess.Popen, log: Path):
@@ -46,9 +43,7 @@ class LocalRuntime(Runtime):
 
     def start_worker(self, files: WorkerFiles) -> LocalWorker:
         environment = {**os.environ, **self.env.run.env, **self.extra_env, "PYTHONUNBUFFERED": "1"}
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CODE_ROOT), environment.get("PYTHONPATH")]))
-        command = [sys.executable, "-m", "workers", "run", "--jobs", str(files.jobs), "--results", str(files.results),
-                   "--progress", str(files.progress), "--cache-dir", str(self.cache_dir.resolve())]
+        command = worker_command(sys.executable, str(files.folder), str(self.cache_dir.resolve()))
         with open(files.log, "ab") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment,
                                        cwd=files.folder, start_new_session=True)

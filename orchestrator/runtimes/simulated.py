@@ -5,8 +5,8 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional
 
-from orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
-from schema import EnvSpec, JobSpec, Result
+from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
+from mlcbench.schema import EnvSpec, JobSpec, Result
 
 KILLED = -9
 

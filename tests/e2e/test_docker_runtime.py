@@ -8,13 +8,13 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from orchestrator.envs import load_env
-from orchestrator.errors import UsageError
-from orchestrator.images import BuildOptions, connect, ensure_image
-from orchestrator.runtimes.base import run_jobs
-from orchestrator.runtimes.docker import DockerRuntime, remove_leftovers
-from orchestrator.runtimes.local import LocalRuntime
-from schema import JobSpec, Result
+from mlcbench.orchestrator.envs import load_env
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.envs.images import BuildOptions, connect, ensure_image
+from mlcbench.orchestrator.runtimes.follower import run_jobs
+from mlcbench.orchestrator.runtimes.docker import DockerRuntime, remove_leftovers
+from mlcbench.orchestrator.runtimes.local import LocalRuntime
+from mlcbench.schema import JobSpec, Result
 
 pytestmark = pytest.mark.docker
 
@@ -77,7 +77,7 @@ def test_jobs_in_a_container_match_a_local_run(client, cpu_image, tmp_path):
     jobs = [job(model, workflow) for model in ("ffn-small", "matmul-small")
             for workflow in ("eager", "torch_compile", "onnxruntime")]
     env = load_env("cpu")
-    runtime = DockerRuntime(env, cache_dir=tmp_path / "cache", client=client)
+    runtime = DockerRuntime(env, cache_dir=tmp_path / "cache", sweep_id="test", client=client)
     assert runtime.image_digest() == cpu_image.digest
     in_container = run(runtime, jobs, tmp_path / "docker")
     local = run(LocalRuntime(load_env("local"), cache_dir=tmp_path / "local-cache"), jobs, tmp_path / "local")
@@ -96,7 +96,7 @@ def test_jobs_in_a_container_match_a_local_run(client, cpu_image, tmp_path):
 def test_a_crash_and_a_hang_cost_only_their_own_job(client, cpu_image, tmp_path):
     jobs = [job("matmul-small", "fault-kill"), job("matmul-small", "eager"),
             job("matmul-small", "fault-hang", timeout_s=5), job("ffn-small", "eager")]
-    runtime = DockerRuntime(load_env("cpu"), cache_dir=tmp_path / "cache", client=client,
+    runtime = DockerRuntime(load_env("cpu"), cache_dir=tmp_path / "cache", sweep_id="test", client=client,
                             extra_env={"MLCBENCH_TEST_FAULTS": "1"})
     results = run(runtime, jobs, tmp_path / "work")
 

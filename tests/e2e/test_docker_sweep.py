@@ -7,11 +7,11 @@ import docker.errors
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.envs import load_env
-from orchestrator.errors import UsageError
-from orchestrator.images import BuildOptions, connect, ensure_image
-from orchestrator.store import Store
+from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.envs import load_env
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.envs.images import BuildOptions, connect, ensure_image
+from mlcbench.orchestrator.store import Store
 
 pytestmark = pytest.mark.docker
 

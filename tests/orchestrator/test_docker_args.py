@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.envs import ENVS_DIR_VARIABLE, load_env
-from orchestrator.errors import UsageError
-from orchestrator.images import BuildOptions, build_args, connect, image_tag
-from orchestrator.runtimes.base import WorkerFiles
-from orchestrator.runtimes.docker import CODE_ROOT, container_options
-from schema import EnvSpec, RunOptions
+from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, load_env
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.envs.images import BuildOptions, build_args, connect, image_tag
+from mlcbench.orchestrator.runtimes.base import WorkerFiles
+from mlcbench.orchestrator.runtimes.docker import CODE_ROOT, container_options
+from mlcbench.schema import EnvSpec, RunOptions
 
 GPU_UUID = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
 
@@ -45,12 +45,12 @@ def test_gpu_worker_is_pinned_by_uuid_with_ngc_settings(tmp_path):
 def test_code_is_mounted_read_only_and_work_and_cache_read_write(tmp_path):
     options = options_for(gpu_env(), tmp_path)
     volumes = options["volumes"]
-    assert volumes[str(CODE_ROOT / "workers")] == {"bind": "/mlcbench/workers", "mode": "ro"}
-    assert volumes[str(CODE_ROOT / "schema")] == {"bind": "/mlcbench/schema", "mode": "ro"}
+    assert volumes[str(CODE_ROOT / "workers")] == {"bind": "/mlcbench/code/mlcbench/workers", "mode": "ro"}
+    assert volumes[str(CODE_ROOT / "schema")] == {"bind": "/mlcbench/code/mlcbench/schema", "mode": "ro"}
     assert volumes[str((tmp_path / "work").resolve())] == {"bind": "/mlcbench/work", "mode": "rw"}
     assert volumes[str((tmp_path / "cache").resolve())] == {"bind": "/mlcbench/cache", "mode": "rw"}
     assert not any(str(CODE_ROOT / "orchestrator") in path for path in volumes)
-    assert options["command"] == ["python", "-m", "workers", "run", "--jobs", "/mlcbench/work/jobs.jsonl",
+    assert options["command"] == ["python", "-m", "mlcbench.workers", "run", "--jobs", "/mlcbench/work/jobs.jsonl",
                                   "--results", "/mlcbench/work/results.jsonl", "--progress",
                                   "/mlcbench/work/progress.txt", "--cache-dir", "/mlcbench/cache"]
 
@@ -63,7 +63,7 @@ def test_labels_environment_and_user(tmp_path, monkeypatch):
     assert options["labels"] == {"mlcbench": "1", "mlcbench.env": "triton-test", "mlcbench.sweep": "s1"}
     environment = options["environment"]
     assert environment["PJRT_DEVICE"] == "CUDA"
-    assert environment["PYTHONPATH"] == "/mlcbench"
+    assert environment["PYTHONPATH"] == "/mlcbench/code"
     assert environment["MLCBENCH_TEST_FAULTS"] == "1"
     assert environment["HF_TOKEN"] == "hf_secret"
     assert "SOME_HOST_VARIABLE" not in environment

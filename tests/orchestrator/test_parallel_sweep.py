@@ -6,13 +6,13 @@ from collections import Counter
 
 import pytest
 
-from orchestrator import sweep as sweeping
-from orchestrator.errors import UsageError
-from orchestrator.gpu import Target, resolve_target, select_gpus
-from orchestrator.runtimes.base import StopRequest
-from orchestrator.runtimes.simulated import SimulatedRuntime
-from orchestrator.store import Store
-from schema import GpuInfo, Provenance, Result, Suite, SuiteEntry
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.gpu import Target, resolve_target, select_gpus
+from mlcbench.orchestrator.runtimes.base import StopRequest
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import GpuInfo, Provenance, Result, Suite, SuiteEntry
 
 JOB_S = 0.1
 
@@ -112,8 +112,8 @@ def test_a_runtime_failing_in_a_worker_thread_fails_the_sweep(tmp_path):
 
 
 def test_the_hosts_gpu_record_wins_and_the_workers_extra_fields_stay():
-    from orchestrator.sweep import _on_gpu
-    from orchestrator.planner import expand, Filters
+    from mlcbench.orchestrator.sweep import _on_gpu
+    from mlcbench.orchestrator.planner import expand, Filters
 
     job = expand(grid_suite(1, 1), Target("cpu", "cpu", ()), Filters())[0]
     host = fake_gpus(3)[2]

@@ -9,9 +9,8 @@ import uuid
 import pytest
 from sqlalchemy import create_engine, text
 
-from orchestrator.store import Store
-from schema import JobSpec, Result
-from tests.conftest import REPO
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import JobSpec, Result
 
 POSTGRES_URL = os.environ.get("MLCBENCH_TEST_POSTGRES_URL")
 pytestmark = [
@@ -47,8 +46,8 @@ def test_put_replaces_the_row_of_the_same_key_and_reads_back_the_whole_result(sc
 
 
 def test_two_orchestrators_sweeping_into_one_store_at_once_leave_one_row_per_job(schema_url, tmp_path):
-    command = [sys.executable, "-m", "orchestrator", "sweep", "--suite", "tiny", "--db", schema_url]
-    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "mlcbench.orchestrator", "sweep", "--suite", "tiny", "--db", schema_url]
+    environment = dict(os.environ)
     processes = [subprocess.Popen([*command, "--workdir", str(tmp_path / f"work-{n}")], cwd=tmp_path, text=True,
                                   env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                  for n in range(2)]

@@ -1,6 +1,6 @@
-from orchestrator.runtimes.base import describe_exit, parse_result_line, run_jobs
-from orchestrator.runtimes.local import LocalRuntime
-from schema import EnvSpec, JobSpec, Result
+from mlcbench.orchestrator.runtimes.follower import describe_exit, parse_result_line, run_jobs
+from mlcbench.orchestrator.runtimes.local import LocalRuntime
+from mlcbench.schema import EnvSpec, JobSpec, Result
 
 LOCAL = EnvSpec(name="local", runtime="local", workflows=["*"])
 
@@ -45,7 +45,7 @@ def test_a_model_that_does_not_fit_is_an_oom_result_and_the_next_job_runs_in_the
 def test_an_oom_result_carries_the_allocators_peak_and_the_devices_memory(monkeypatch):
     import torch
 
-    from workers.runner import _memory_after_failure
+    from mlcbench.workers.runner import _memory_after_failure
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (1 << 20, 80 << 30))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 79 << 30)

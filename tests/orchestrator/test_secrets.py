@@ -5,13 +5,13 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from orchestrator import sweep as sweeping
-from orchestrator.gpu import Target
-from orchestrator.images import BuildOptions, build_args, image_tag
-from orchestrator.runtimes.base import Runtime, WorkerFiles
-from orchestrator.runtimes.docker import container_options, worker_ids
-from orchestrator.store import Store
-from schema import EnvSpec, JobSpec, Result, Suite, SuiteEntry
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.envs.images import BuildOptions, build_args, image_tag
+from mlcbench.orchestrator.runtimes.base import Runtime, WorkerFiles
+from mlcbench.orchestrator.runtimes.docker import container_options, worker_ids
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import EnvSpec, JobSpec, Result, Suite, SuiteEntry
 
 SECRET = "hf_SECRETsecretSECRET0123456789"
 CPU_ENV = EnvSpec(name="cpu", runtime="docker", workflows=["eager"])

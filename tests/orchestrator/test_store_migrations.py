@@ -7,9 +7,10 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 
-from orchestrator.errors import UsageError
-from orchestrator.store import Store, _alembic_config
-from schema import JobSpec, Result
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.store.database import _alembic_config
+from mlcbench.schema import JobSpec, Result
 
 JOB = JobSpec(model="matmul-small", workflow="eager", precision="fp32", batch_size=1, device="cpu", warmup=0, repeats=1)
 

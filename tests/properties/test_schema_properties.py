@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from orchestrator.runtimes.base import parse_result_line
-from schema import MODELS, JobSpec, Result, WorkflowOptions
-from workers.protocol import JobFileError, read_jobs
+from mlcbench.orchestrator.runtimes.follower import parse_result_line
+from mlcbench.schema import MODELS, JobSpec, Result, WorkflowOptions
+from mlcbench.workers.protocol import JobFileError, read_jobs
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

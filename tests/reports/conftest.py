@@ -6,8 +6,8 @@ from typing import Optional
 
 import pytest
 
-from orchestrator.store import Store
-from schema import Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, Timing
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, Timing
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 GPU_INFO = {"h100": GpuInfo(name="NVIDIA H100 80GB HBM3", driver="580.1"),

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from mlcbench.orchestrator.cli import app
 
 CHROMIUM = Path("/usr/bin/chromium")
 

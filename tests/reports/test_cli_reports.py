@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.store import Store
+from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.store import Store
 from tests.reports.conftest import T0, TINYLLAMA_TOKENS, fixture_results, make_result, store_with
 
 runner = CliRunner()

@@ -2,9 +2,9 @@
 
 import pytest
 
-from orchestrator.reports.data import compare, comparisons_in, cost_rows, failed_checks, perf_rows, provenance_rows, \
+from mlcbench.orchestrator.reports.data import compare, comparisons_in, cost_rows, failed_checks, perf_rows, provenance_rows, \
     support_matrices, throughput_tables
-from orchestrator.reports.p3 import p3_rows
+from mlcbench.orchestrator.reports.p3 import p3_rows
 from tests.reports.conftest import FAILED_CHECK, FFN_TFLOPS, TINYLLAMA_TOKENS, make_result
 
 

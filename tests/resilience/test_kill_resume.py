@@ -11,17 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.store import Store
-from tests.conftest import REPO
+from mlcbench.orchestrator.store import Store
 
 SUITE = "tiny"
 TINY_JOBS = 8
 
 
 def start_sweep(tmp_path: Path, db: str, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", "--suite", SUITE, "--db", db,
+    return subprocess.Popen([sys.executable, "-m", "mlcbench.orchestrator", "sweep", "--suite", SUITE, "--db", db,
                              "--workdir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache"), *extra],
-                            cwd=tmp_path, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            cwd=tmp_path, text=True, env=dict(os.environ),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -115,9 +114,9 @@ def test_sigint_stops_after_the_job_in_flight_and_says_how_to_resume(tmp_path, r
 
 @pytest.mark.docker
 def test_sigkilled_docker_sweep_leaves_no_container_and_reruns_to_completion(tmp_path, reference):
-    from orchestrator.envs import load_env
-    from orchestrator.errors import UsageError
-    from orchestrator.images import connect, find_image
+    from mlcbench.orchestrator.envs import load_env
+    from mlcbench.orchestrator.errors import UsageError
+    from mlcbench.orchestrator.envs.images import connect, find_image
 
     try:
         client = connect()

@@ -1,8 +1,8 @@
 import pytest
 from pydantic import ValidationError
 
-from schema import Correctness, Metrics, Result, Suite, SuiteEntry, Timing
-from schema.jobs import JobSpec
+from mlcbench.schema import Correctness, Metrics, Result, Suite, SuiteEntry, Timing
+from mlcbench.schema.jobs import JobSpec
 
 
 def job(**overrides) -> JobSpec:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from schema import JobSpec
-from workers.runner import run_job
+from mlcbench.schema import JobSpec
+from mlcbench.workers.runner import run_job
 
 
 def synthetic(workflow: str, model: str = "ffn-small", **overrides) -> JobSpec:
@@ -73,8 +73,8 @@ def test_llm_generates_exactly_output_len_tokens_and_checks_against_eager(tmp_pa
 def test_llm_from_a_saved_checkpoint_folder(tmp_path):
     import torch
 
-    from schema import MODELS
-    from workers.models import llm as llm_models
+    from mlcbench.schema import MODELS
+    from mlcbench.workers.models import llm as llm_models
 
     model = llm_models.build(MODELS["llama-2layer"], llm("eager"), torch.float32, torch.device("cpu"))
     model.save_pretrained(tmp_path / "ckpt")

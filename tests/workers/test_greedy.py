@@ -1,9 +1,9 @@
 import torch
 
-from schema import MODELS, JobSpec
-from workers.models import llm
-from workers.workflows.greedy import GreedyRunner, LogitsOnly
-from workers.workflows.hf_generate import HFGenerateRunner
+from mlcbench.schema import MODELS, JobSpec
+from mlcbench.workers.models import llm
+from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 def _model_and_prompt(batch_size=2, input_len=8):

@@ -6,8 +6,8 @@ import sys
 import onnxruntime
 import pytest
 
-from schema import JobSpec
-from workers.runner import run_job
+from mlcbench.schema import JobSpec
+from mlcbench.workers.runner import run_job
 
 
 @pytest.fixture

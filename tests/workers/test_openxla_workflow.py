@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch._dynamo.backends import registry
 
-from schema import JobSpec
-from workers.runner import run_job
+from mlcbench.schema import JobSpec
+from mlcbench.workers.runner import run_job
 
 PJRT = ("PJRT_DEVICE", "GPU_NUM_DEVICES", "PJRT_ALLOCATOR_PREALLOCATE")
 
@@ -83,10 +83,10 @@ def test_compiles_with_openxla_and_syncs_every_timed_call(fake_xla, tmp_path, cu
 
 
 def test_gpu_jobs_get_the_pjrt_cuda_environment(fake_xla, tmp_path):
-    from schema import MODELS
-    from workers.models import synthetic
-    from workers.workflows.base import WorkflowContext
-    from workers.workflows.torch_compile_openxla import TorchCompileOpenXLA
+    from mlcbench.schema import MODELS
+    from mlcbench.workers.models import synthetic
+    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.workflows.torch_compile_openxla import TorchCompileOpenXLA
 
     calls = fake_xla(True)
     job = _job()

@@ -9,8 +9,8 @@ import types
 import pytest
 import torch
 
-from schema import JobSpec
-from workers.runner import run_job
+from mlcbench.schema import JobSpec
+from mlcbench.workers.runner import run_job
 
 
 class Recorder:
@@ -104,10 +104,10 @@ def test_saved_model_folder_is_reused(fake_trtllm, tmp_path):
 
 
 def test_model_path_is_used_as_is(fake_trtllm, tmp_path):
-    from schema import MODELS
-    from workers.models import llm
-    from workers.workflows.base import WorkflowContext
-    from workers.workflows.tensorrt_llm import TensorRTLLM
+    from mlcbench.schema import MODELS
+    from mlcbench.workers.models import llm
+    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.workflows.tensorrt_llm import TensorRTLLM
 
     calls = fake_trtllm("1.1.0")
     job = _job()
@@ -135,7 +135,7 @@ def test_missing_tensorrt_llm_is_unsupported(monkeypatch, tmp_path):
 
 
 def test_tokens_only_comparison_needs_every_first_token():
-    from workers.correctness import compare_generation
+    from mlcbench.workers.measurement.correctness import compare_generation
 
     reference = torch.tensor([[5, 6, 7], [8, 9, 10]])
     logits = torch.randn(2, 3, 11)

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch._dynamo.backends import registry
 
-from schema import JobSpec
-from workers.runner import run_job
-from workers.workflows.trt_settings import version_tuple
+from mlcbench.schema import JobSpec
+from mlcbench.workers.runner import run_job
+from mlcbench.workers.stacks.trt_settings import version_tuple
 
 
 class FakeInput:

@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from schema import JobSpec
-from workers.runner import run_job
+from mlcbench.schema import JobSpec
+from mlcbench.workers.runner import run_job
 
 needs_torchax = pytest.mark.skipif(importlib.util.find_spec("torchax") is None or importlib.util.find_spec("jax") is None,
                                    reason="torchax and jax are not installed")
@@ -37,10 +37,10 @@ def test_synthetic_models_match_eager(monkeypatch, tmp_path, model, precision):
 def test_timed_calls_return_jax_arrays_and_sync_blocks_on_them(tmp_path):
     import jax
 
-    from workers.models import synthetic
-    from workers.workflows.base import WorkflowContext
-    from workers.workflows.torchax import Torchax
-    from schema import MODELS
+    from mlcbench.workers.models import synthetic
+    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.workflows.torchax import Torchax
+    from mlcbench.schema import MODELS
 
     job = _job("ffn-small")
     model, inputs = synthetic.build(MODELS[job.model], job, torch.float32, torch.device("cpu"))

@@ -2,7 +2,7 @@ import json
 import subprocess
 import sys
 
-from schema import Result
+from mlcbench.schema import Result
 from tests.conftest import REPO
 
 FAST = {"model": "matmul-small", "precision": "fp32", "batch_size": 1, "device": "cpu", "warmup": 0, "repeats": 2}
@@ -11,7 +11,7 @@ FAST = {"model": "matmul-small", "precision": "fp32", "batch_size": 1, "device":
 def run_worker(tmp_path, lines: list[str]) -> subprocess.CompletedProcess:
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text("\n".join(lines) + "\n")
-    return subprocess.run([sys.executable, "-m", "workers", "run", "--jobs", str(jobs), "--results",
+    return subprocess.run([sys.executable, "-m", "mlcbench.workers", "run", "--jobs", str(jobs), "--results",
                            str(tmp_path / "results.jsonl"), "--progress", str(tmp_path / "progress.txt"),
                            "--cache-dir", str(tmp_path / "cache")],
                           cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -3,7 +3,7 @@ from a local Hugging Face checkpoint folder (job.model_path)."""
 
 import torch
 
-from schema import JobSpec, ModelInfo
+from mlcbench.schema import JobSpec, ModelInfo
 
 
 def llama_config(info: ModelInfo):

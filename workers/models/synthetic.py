@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from schema import JobSpec, ModelInfo
+from mlcbench.schema import JobSpec, ModelInfo
 
 
 class Matmul(nn.Module):

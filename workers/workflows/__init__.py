@@ -5,8 +5,8 @@ import importlib.util
 import os
 import sys
 
-from schema import WORKFLOWS
-from workers.workflows.base import Unsupported, Workflow
+from mlcbench.schema import WORKFLOWS
+from mlcbench.workers.workflows.base import Unsupported, Workflow
 
 _MODULES: dict[str, str] = {
     "eager": "eager:Eager",
@@ -46,7 +46,7 @@ def load(name: str) -> Workflow:
         raise Unsupported(f"workflow {name!r} is {'not implemented in this worker yet' if known else 'unknown'}")
     module_name, class_name = target.split(":")
     try:
-        module = importlib.import_module(f"workers.workflows.{module_name}")
+        module = importlib.import_module(f"{__name__}.{module_name}")
     except ImportError as error:
         raise Unsupported(f"{name}: {error.name or error} not importable in this environment") from None
     workflow = getattr(module, class_name)()

@@ -2,10 +2,11 @@
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, ClassVar, Optional
 
-from schema import JobSpec
-from schema.results import Setting
+from mlcbench.schema import JobSpec
+from mlcbench.workers.decode import Generation, LLMRunner
+from mlcbench.schema.results import Setting
 
 if TYPE_CHECKING:
     import torch
@@ -25,18 +26,6 @@ class WorkflowContext:
     settings: dict[str, Setting] = field(default_factory=dict)
     # blocks until a workflow's asynchronous outputs are ready, when they live outside torch's CUDA stream
     sync: Optional[Callable[[object], None]] = None
-
-
-@dataclass
-class Generation:
-    tokens: "torch.Tensor"  # [batch, new tokens]
-    step_logits: Optional["torch.Tensor"] = None  # [batch, new tokens, vocab]: the logits each token was chosen from
-
-
-class LLMRunner(Protocol):
-    def generate(self, input_ids: "torch.Tensor", max_new_tokens: int, with_logits: bool = False,
-                 on_token: Optional[Callable[[], None]] = None) -> Generation:
-        """Exactly max_new_tokens greedy tokens per row (EOS ignored); on_token is called as each step's token is ready."""
 
 
 class Workflow:

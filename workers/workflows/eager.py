@@ -1,5 +1,5 @@
-from workers.workflows.base import Workflow
-from workers.workflows.hf_generate import HFGenerateRunner
+from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class Eager(Workflow):

@@ -1,7 +1,7 @@
 """ONNX Runtime on whatever this build offers: the CUDA EP with IO binding for GPU jobs, the CPU EP for CPU jobs."""
 
-from workers.workflows.base import Workflow
-from workers.workflows.onnx_export import export_onnx, require_provider, runner, session
+from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.stacks.onnx_export import export_onnx, require_provider, runner, session
 
 
 class OnnxRuntime(Workflow):

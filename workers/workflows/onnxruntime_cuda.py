@@ -1,7 +1,7 @@
 """ONNX Runtime's CUDA execution provider on an export with dynamic batch and sequence axes, IO binding by default."""
 
-from workers.workflows.base import Unsupported, Workflow
-from workers.workflows.onnx_export import export_onnx, require_provider, runner, session
+from mlcbench.workers.workflows.base import Unsupported, Workflow
+from mlcbench.workers.stacks.onnx_export import export_onnx, require_provider, runner, session
 
 
 class OnnxRuntimeCUDA(Workflow):

@@ -5,8 +5,8 @@ cached in the env cache so a later job with the same model and shapes loads them
 
 import torch
 
-from workers.workflows.base import Unsupported, Workflow
-from workers.workflows.onnx_export import export_onnx, require_provider, runner, session
+from mlcbench.workers.workflows.base import Unsupported, Workflow
+from mlcbench.workers.stacks.onnx_export import export_onnx, require_provider, runner, session
 
 WORKSPACE_BYTES = 8 << 30
 

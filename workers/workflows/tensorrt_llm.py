@@ -9,8 +9,9 @@ import time
 
 import torch
 
-from workers.workflows.base import Generation, Unsupported, Workflow, require
-from workers.workflows.trt_settings import version_tuple
+from mlcbench.workers.decode import Generation
+from mlcbench.workers.workflows.base import Unsupported, Workflow, require
+from mlcbench.workers.stacks.trt_settings import version_tuple
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
 CUDA_GRAPH_BATCH_SIZES = [1, 4, 16, 64]

@@ -9,8 +9,8 @@ the forward itself.
 
 import torch
 
-from workers.workflows.base import Workflow
-from workers.workflows.hf_generate import HFGenerateRunner
+from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class TorchCompile(Workflow):

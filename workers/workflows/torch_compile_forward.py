@@ -4,8 +4,8 @@ is usually meant to do, and does not do, for generate()."""
 
 import torch
 
-from workers.workflows.base import Workflow
-from workers.workflows.hf_generate import HFGenerateRunner
+from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class TorchCompileForward(Workflow):

@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from workers.workflows.base import Unsupported, Workflow, require
+from mlcbench.workers.workflows.base import Unsupported, Workflow, require
 
 
 def _pjrt_environment(device_type: str) -> dict:

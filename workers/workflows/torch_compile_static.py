@@ -3,8 +3,8 @@ decode forward compiled by generate() itself (CompileConfig, default mode reduce
 
 from transformers import CompileConfig
 
-from workers.workflows.base import Workflow
-from workers.workflows.hf_generate import HFGenerateRunner
+from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class TorchCompileStatic(Workflow):

@@ -7,8 +7,8 @@ generate() timing would not be a TensorRT timing. The torch_tensorrt workflow ru
 
 import torch
 
-from workers.workflows.base import Unsupported, Workflow, require
-from workers.workflows.trt_settings import compilation_settings
+from mlcbench.workers.workflows.base import Unsupported, Workflow, require
+from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 
 class TorchCompileTensorRT(Workflow):

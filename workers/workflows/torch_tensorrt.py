@@ -7,9 +7,9 @@ loop will see (a dynamic sequence dimension, batch fixed to the job's)."""
 
 import torch
 
-from workers.workflows.base import Workflow, require
-from workers.workflows.greedy import GreedyRunner, LogitsOnly
-from workers.workflows.trt_settings import compilation_settings
+from mlcbench.workers.workflows.base import Workflow, require
+from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
+from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 
 class TorchTensorRT(Workflow):

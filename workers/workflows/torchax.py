@@ -11,8 +11,9 @@ from typing import Callable, Iterator, Optional
 
 import torch
 
-from workers.workflows.base import Generation, Unsupported, Workflow, WorkflowContext, require
-from workers.workflows.greedy import GreedyRunner
+from mlcbench.workers.decode import Generation
+from mlcbench.workers.workflows.base import Unsupported, Workflow, WorkflowContext, require
+from mlcbench.workers.decode.greedy import GreedyRunner
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
 # _HOST_FIRST: CUDA tensors reach the "jax" device through the host, moved there outside torchax's env: inside it,

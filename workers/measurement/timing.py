@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
-from schema import Timing
+from mlcbench.schema import Timing
 
 
 def summarize(samples_ms: list[float], method: str) -> Timing:

@@ -5,7 +5,7 @@ import json
 import os
 from typing import Mapping, Optional
 
-from schema import Result
+from mlcbench.schema import Result
 
 # Host variables handed to workers at run time.
 SECRETS = ("HF_TOKEN",)

@@ -5,13 +5,13 @@ import time
 
 import torch
 
-from schema import Correctness, Metrics, ModelInfo
-from workers.correctness import compare_generation
-from workers.dynamo_stats import compiled_graphs, dynamo_stats
-from workers.measure import peak_memory, time_calls, timed_once
-from workers.models import llm
-from workers.workflows.base import Workflow, WorkflowContext
-from workers.workflows.hf_generate import HFGenerateRunner
+from mlcbench.schema import Correctness, Metrics, ModelInfo
+from mlcbench.workers.measurement.correctness import compare_generation
+from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
+from mlcbench.workers.measurement.timing import peak_memory, time_calls, timed_once
+from mlcbench.workers.models import llm
+from mlcbench.workers.workflows.base import Workflow, WorkflowContext
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:

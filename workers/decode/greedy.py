@@ -5,7 +5,7 @@ from typing import Callable, Optional
 
 import torch
 
-from workers.workflows.base import Generation
+from mlcbench.workers.decode import Generation
 
 
 class GreedyRunner:

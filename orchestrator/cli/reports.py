@@ -7,14 +7,14 @@ from typing import Annotated, Optional, get_args
 import typer
 from sqlalchemy.engine import make_url
 
-from orchestrator.console import console, exits_cleanly
-from orchestrator.errors import UsageError
-from orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
-from orchestrator.reports.export import Format, to_csv, to_json, write_parquet
-from orchestrator.reports.merge import merge as merge_stores
-from orchestrator.reports.terminal import comparison_table
-from orchestrator.store import DEFAULT_DB, Store
-from schema import Result
+from mlcbench.orchestrator.cli.console import console, exits_cleanly
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
+from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_parquet
+from mlcbench.orchestrator.store.merge import merge as merge_stores
+from mlcbench.orchestrator.reports.terminal import comparison_table
+from mlcbench.orchestrator.store import DEFAULT_DB, Store
+from mlcbench.schema import Result
 
 DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
 GpuOption = Annotated[Optional[list[str]], typer.Option("--gpu", help="only these GPU tags (repeat or comma-separate)")]
@@ -66,10 +66,10 @@ def report(
     if not results:
         return
     # Imported here: matplotlib makes every other mlcbench command slower to start.
-    from orchestrator.reports.html import write_html
-    from orchestrator.reports.markdown import markdown as markdown_text
-    from orchestrator.reports.report import build_report
-    from orchestrator.reports.terminal import report_renderables
+    from mlcbench.orchestrator.reports.html import write_html
+    from mlcbench.orchestrator.reports.markdown import markdown as markdown_text
+    from mlcbench.orchestrator.reports.report import build_report
+    from mlcbench.orchestrator.reports.terminal import report_renderables
 
     built = build_report(results, _safe(db), selection)
     if markdown == Path("-"):

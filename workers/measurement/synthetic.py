@@ -4,11 +4,11 @@ import time
 
 import torch
 
-from schema import Correctness, Metrics, ModelInfo
-from workers.correctness import compare_tensors
-from workers.measure import peak_memory, time_calls, timed_once
-from workers.models import synthetic
-from workers.workflows.base import Workflow, WorkflowContext
+from mlcbench.schema import Correctness, Metrics, ModelInfo
+from mlcbench.workers.measurement.correctness import compare_tensors
+from mlcbench.workers.measurement.timing import peak_memory, time_calls, timed_once
+from mlcbench.workers.models import synthetic
+from mlcbench.workers.workflows.base import Workflow, WorkflowContext
 
 
 def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:

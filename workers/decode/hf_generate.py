@@ -4,7 +4,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from workers.workflows.base import Generation
+from mlcbench.workers.decode import Generation
 
 
 class _TokenClock:

@@ -13,9 +13,9 @@ import docker
 import docker.errors
 from rich.console import Console
 
-from orchestrator.envs import env_folder
-from orchestrator.errors import UsageError
-from schema import EnvSpec
+from mlcbench.orchestrator.envs import env_folder
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.schema import EnvSpec
 
 IMAGE_REPOSITORY = "mlcbench"
 # Added to every build context beside the env's files; the Dockerfiles COPY from it.

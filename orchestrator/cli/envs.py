@@ -8,11 +8,11 @@ import docker
 import typer
 from rich.table import Table
 
-from orchestrator.console import console, exits_cleanly
-from orchestrator.envs import env_names, load_env
-from orchestrator.errors import UsageError
-from orchestrator.images import BuildOptions, build_image, connect, find_image
-from schema import EnvSpec
+from mlcbench.orchestrator.cli.console import console, exits_cleanly
+from mlcbench.orchestrator.envs import env_names, load_env
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.envs.images import BuildOptions, build_image, connect, find_image
+from mlcbench.schema import EnvSpec
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def _compatibility(env: EnvSpec, compute_capability: Optional[str]) -> str:
 
 
 def _detected_compute_capability() -> Optional[str]:
-    from orchestrator.gpu import detect
+    from mlcbench.orchestrator.gpu import detect
 
     gpus = detect()
     return gpus[0].compute_capability if gpus else None

@@ -4,8 +4,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional
 
-from orchestrator.store import Store
-from schema import Result
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import Result
 
 
 @dataclass

@@ -5,7 +5,7 @@ from typing import Optional
 import numpy
 import torch
 
-from schema import Correctness
+from mlcbench.schema import Correctness
 
 # relative L2 error allowed per precision: rounding differences of a reordered computation, not a wrong result
 TOLERANCE = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 2e-2}

@@ -7,15 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchestrator import sweep as sweeping
-from orchestrator.console import ProgressListener, console, exits_cleanly
-from orchestrator.envs import load_env
-from orchestrator.gpu import detect, resolve_target
-from orchestrator.planner import Filters
-from orchestrator.runtimes.base import StopRequest
-from orchestrator.store import DEFAULT_DB, Store
-from orchestrator.suites import SUITES, default_suite, get_suite
-from orchestrator.tables import results_table
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly
+from mlcbench.orchestrator.envs import load_env
+from mlcbench.orchestrator.gpu import detect, resolve_target
+from mlcbench.orchestrator.planner import Filters
+from mlcbench.orchestrator.runtimes.base import StopRequest
+from mlcbench.orchestrator.store import DEFAULT_DB, Store
+from mlcbench.orchestrator.suites import SUITES, default_suite, get_suite
+from mlcbench.orchestrator.reports.tables import results_table
 
 app = typer.Typer(help="Which ML-compiler workflow is fastest for your model on your GPU, at what compile cost, "
                        "and does it still give the right answer?", no_args_is_help=True, add_completion=False)
@@ -104,18 +104,12 @@ def suites() -> None:
         console.print(f"[bold]{suite.name}[/]: {suite.description}")
 
 
-def _register_extensions() -> None:
+def _register_commands() -> None:
     """Commands that live in their own modules (env images, reports)."""
-    import importlib
+    from mlcbench.orchestrator.cli import envs, reports
 
-    for module_name in ("orchestrator.cli_envs", "orchestrator.cli_reports"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        module.register(app)
+    envs.register(app)
+    reports.register(app)
 
 
-_register_extensions()
+_register_commands()

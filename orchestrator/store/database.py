@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from orchestrator.errors import UsageError
-from schema import Result
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.schema import Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"

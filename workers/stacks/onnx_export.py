@@ -5,7 +5,7 @@ from typing import Callable, Optional
 
 import torch
 
-from workers.workflows.base import Unsupported, WorkflowContext, require
+from mlcbench.workers.workflows.base import Unsupported, WorkflowContext, require
 
 NUMPY_DTYPES = {torch.float32: "float32", torch.float16: "float16"}
 

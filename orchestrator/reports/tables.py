@@ -4,8 +4,11 @@ from typing import Iterable, Optional
 
 from rich.table import Table
 
-from orchestrator.console import STATUS_STYLE
-from schema import Result
+from mlcbench.schema import Result
+
+
+STATUS_STYLE = {"ok": "green", "unsupported": "dim", "failed": "red", "oom": "magenta", "timeout": "yellow",
+                "crashed": "red bold"}
 
 
 def _num(value: Optional[float], digits: int = 2) -> str:

@@ -5,9 +5,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from schema import GPUS, MODELS, Result
+from mlcbench.schema import GPUS, MODELS, Result
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @lru_cache(maxsize=1)

@@ -8,8 +8,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from orchestrator.errors import UsageError
-from schema import Result
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.reports.tables import STATUS_STYLE
+from mlcbench.schema import Result
 
 console = Console()
 if not console.is_terminal:  # logs and CI: rich would wrap tables at 80 columns
@@ -29,10 +30,6 @@ def exits_cleanly(command: F) -> F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-STATUS_STYLE = {"ok": "green", "unsupported": "dim", "failed": "red", "oom": "magenta", "timeout": "yellow",
-                "crashed": "red bold"}
 
 
 class ProgressListener:

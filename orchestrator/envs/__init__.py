@@ -6,15 +6,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orchestrator.errors import UsageError
-from schema import EnvSpec
+from mlcbench.orchestrator.errors import UsageError
+from mlcbench.schema import EnvSpec
 
 ENVS_DIR_VARIABLE = "MLCBENCH_ENVS_DIR"
 
 
 def envs_dir() -> Path:
     override = os.environ.get(ENVS_DIR_VARIABLE)
-    return Path(override) if override else Path(__file__).resolve().parents[1] / "envs"
+    return Path(override) if override else Path(__file__).resolve().parents[2] / "envs"
 
 
 def env_names() -> list[str]:

@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from orchestrator.store import Base
+from mlcbench.orchestrator.store.database import Base
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)

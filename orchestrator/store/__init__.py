@@ -1,0 +1,21 @@
+"""The result store and everything that writes to it: the database and its migrations, the provenance stamp, secret
+redaction, and merging stores. `record()` is the one way a result enters a store."""
+
+from typing import Optional
+
+from mlcbench.orchestrator.store import provenance
+from mlcbench.orchestrator.store.database import DEFAULT_DB, ResultRow, Store, open_engine
+from mlcbench.orchestrator.store.redaction import redact
+from mlcbench.schema import Result
+
+
+def record(store: Store, result: Result, env: str, gpu_tag: str, image_digest: Optional[str],
+           sweep_id: Optional[str]) -> Result:
+    """Stamp a worker's (or the planner's) result with its provenance, mask secrets, store it; returns what was
+    stored."""
+    stored = redact(provenance.finish(result, env, gpu_tag, image_digest))
+    store.put(stored, sweep_id=sweep_id)
+    return stored
+
+
+__all__ = ["DEFAULT_DB", "ResultRow", "Store", "open_engine", "record"]

@@ -1,0 +1,25 @@
+"""The host/worker exchange, defined once: a worker's exchange folder, its command line, and the sweep id that tags
+both the stored rows and the workers (containers) of a sweep."""
+
+import os
+import socket
+from datetime import datetime, timezone
+
+WORKER_MODULE = "mlcbench.workers"
+JOBS_FILE = "jobs.jsonl"  # JobSpec lines, written by the host before the worker starts
+RESULTS_FILE = "results.jsonl"  # Result lines, appended and flushed by the worker as each job ends
+PROGRESS_FILE = "progress.txt"  # the id of each job as the worker starts it (per-job timeouts)
+LOG_FILE = "worker.log"  # the worker's stdout and stderr
+
+
+def worker_command(python: str, folder: str, cache_dir: str) -> list[str]:
+    """The worker's command line, for an exchange folder and a cache folder as the worker sees them."""
+    return [python, "-m", WORKER_MODULE, "run",
+            "--jobs", f"{folder}/{JOBS_FILE}",
+            "--results", f"{folder}/{RESULTS_FILE}",
+            "--progress", f"{folder}/{PROGRESS_FILE}",
+            "--cache-dir", cache_dir]
+
+
+def new_sweep_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}"

@@ -1,0 +1,1 @@
+"""Measurement, the same for every workflow: timers, LLM and synthetic jobs, correctness, compile statistics."""

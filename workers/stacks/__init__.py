@@ -1,0 +1,1 @@
+"""Helpers shared by the workflows of one stack (ONNX export, TensorRT settings)."""
