@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mlcbench.orchestrator import sweep as sweeping
-from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly
+from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly, warn_unreadable
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.gpu import detect, resolve_target
 from mlcbench.orchestrator.planner import Filters
@@ -58,7 +58,7 @@ def sweep(
     sweeping.expand(options.suite, target, options.filters)  # bad filters fail before the store is touched
     store = Store(db)
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{target.tag}[/] ({target.device}), "
-                  f"env(s) {', '.join(options.env_names)}, store {store.url}")
+                  f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
     stop = StopRequest()
     try:
         with ProgressListener() as listener, sweeping.stop_on_sigint(stop):
@@ -87,14 +87,19 @@ def results(
     model: Annotated[Optional[list[str]], typer.Option(help="only these models")] = None,
     workflow: Annotated[Optional[list[str]], typer.Option(help="only these workflows")] = None,
     status: Annotated[Optional[list[str]], typer.Option(help="only these statuses")] = None,
+    history: Annotated[bool, typer.Option(help="every attempt, not only the result of each cell")] = False,
 ) -> None:
-    """List stored results."""
-    rows = Store(db).rows(env=_split(env) or None, gpu_tag=_split(gpu) or None, model=_split(model) or None,
-                          workflow=_split(workflow) or None, status=_split(status) or None)
-    if not rows:
+    """List the result of each cell (job, env, GPU): its latest ok attempt, else its latest final one, else its
+    latest. --history lists every attempt."""
+    store = Store(db)
+    filters = dict(env=_split(env) or None, gpu_tag=_split(gpu) or None, model=_split(model) or None,
+                   workflow=_split(workflow) or None, status=_split(status) or None)
+    shown = store.history(**filters) if history else store.cells(**filters)
+    warn_unreadable(store)
+    if not shown:
         console.print("no stored results match")
         return
-    console.print(results_table([row.result() for row in rows], title=f"{len(rows)} stored result(s)"))
+    console.print(results_table(shown, title=f"{len(shown)} stored {'attempt' if history else 'result'}(s)"))
 
 
 @app.command()

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
+from mlcbench.orchestrator.store import Store
 from mlcbench.schema import Result
 
 console = Console()
@@ -30,6 +31,15 @@ def exits_cleanly(command: F) -> F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def warn_unreadable(store: Store) -> None:
+    """Rows whose stored result cannot be read were skipped: say which, once, on stderr."""
+    if store.unreadable:
+        ids = ", ".join(str(row_id) for row_id in sorted(store.unreadable))
+        first = next(iter(store.unreadable.values()))
+        print(f"warning: skipped {len(store.unreadable)} unreadable row(s) of {store.safe_url} (id {ids}): {first}",
+              file=sys.stderr)
 
 
 class ProgressListener:

@@ -5,15 +5,13 @@ from pathlib import Path
 from typing import Annotated, Optional, get_args
 
 import typer
-from sqlalchemy.engine import make_url
-
-from mlcbench.orchestrator.cli.console import console, exits_cleanly
+from mlcbench.orchestrator.cli.console import console, exits_cleanly, warn_unreadable
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
 from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
 from mlcbench.orchestrator.reports.terminal import comparison_table
-from mlcbench.orchestrator.store import DEFAULT_DB, Store
+from mlcbench.orchestrator.store import DEFAULT_DB, Store, safe_url
 from mlcbench.schema import Result
 
 DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
@@ -27,17 +25,14 @@ def _split(values: Optional[list[str]]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values or [] for part in value.split(",") if part.strip())
 
 
-def _safe(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
-
-
 def _selected(db: str, selection: Selection) -> tuple[Store, list[Result]]:
     """The results the filters select; an empty list after saying, in one line, why there is nothing to show."""
     store = Store(db)
     results = load_results(store, selection)
+    warn_unreadable(store)
     if not results:
-        console.print(f"no stored results match {selection.describe()} in {_safe(db)}" if store.rows()
-                      else f"the store {_safe(db)} holds no results yet")
+        console.print(f"no stored results match {selection.describe()} in {safe_url(db)}" if store.rows()
+                      else f"the store {safe_url(db)} holds no results yet")
     return store, results
 
 
@@ -71,7 +66,7 @@ def report(
     from mlcbench.orchestrator.reports.report import build_report
     from mlcbench.orchestrator.reports.terminal import report_renderables
 
-    built = build_report(results, _safe(db), selection)
+    built = build_report(results, safe_url(db), selection)
     if markdown == Path("-"):
         sys.stdout.write(markdown_text(built))
         return
@@ -145,11 +140,15 @@ def merge(
     sources: Annotated[list[str], typer.Argument(help="stores to fold in: SQLite files or SQLAlchemy URLs")],
     into: Annotated[str, typer.Option("--into", help="target store (SQLite file or URL); created if missing")],
 ) -> None:
-    """Fold result stores together; for the same job, env and GPU the run that ended last wins."""
+    """Fold result stores together: every attempt joins the target's history (in one transaction), and each cell's
+    result follows the usual rule (its latest ok attempt, else its latest final one, else its latest)."""
     target_url = _store_url(into, must_exist=False)
     source_urls = [_store_url(source, must_exist=True) for source in sources]
-    counts = merge_stores([Store(url) for url in source_urls], Store(target_url))
-    console.print(f"merged {len(source_urls)} store(s) into {_safe(target_url)}: {counts.describe()}")
+    source_stores = [Store(url) for url in source_urls]
+    counts = merge_stores(source_stores, Store(target_url))
+    for store in source_stores:
+        warn_unreadable(store)
+    console.print(f"merged {len(source_urls)} store(s) into {safe_url(target_url)}: {counts.describe()}")
 
 
 def register(app: typer.Typer) -> None:

@@ -34,9 +34,9 @@ class Selection:
 
 
 def load_results(store: Store, selection: Selection) -> list[Result]:
-    rows = store.rows(gpu_tag=selection.gpus or None, env=selection.envs or None, model=selection.models or None,
-                      workflow=selection.workflows or None, status=selection.statuses or None)
-    return [row.result() for row in rows]
+    """The result of each selected cell (the store's rule: its latest ok attempt, else ...)."""
+    return store.cells(gpu_tag=selection.gpus or None, env=selection.envs or None, model=selection.models or None,
+                       workflow=selection.workflows or None, status=selection.statuses or None)
 
 
 def gpu_of(result: Result) -> str:

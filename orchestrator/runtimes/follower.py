@@ -43,6 +43,8 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
     while pending and not stop.requested:
         files = WorkerFiles(workdir / f"worker-{attempt:03d}")
         files.folder.mkdir(parents=True, exist_ok=True)
+        for stale in (files.results, files.progress):  # a folder reused by an earlier sweep: its answers are not ours
+            stale.unlink(missing_ok=True)
         files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in pending), encoding="utf-8")
         handle = runtime.start_worker(files)
         try:

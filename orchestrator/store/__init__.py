@@ -4,7 +4,7 @@ redaction, and merging stores. `record()` is the one way a result enters a store
 from typing import Optional
 
 from mlcbench.orchestrator.store import provenance
-from mlcbench.orchestrator.store.database import DEFAULT_DB, ResultRow, Store, open_engine
+from mlcbench.orchestrator.store.database import DEFAULT_DB, ResultRow, Store, open_engine, safe_url
 from mlcbench.orchestrator.store.redaction import redact
 from mlcbench.schema import Result
 
@@ -18,4 +18,4 @@ def record(store: Store, result: Result, env: str, gpu_tag: str, image_digest: O
     return stored
 
 
-__all__ = ["DEFAULT_DB", "ResultRow", "Store", "open_engine", "record"]
+__all__ = ["DEFAULT_DB", "ResultRow", "Store", "open_engine", "record", "safe_url"]

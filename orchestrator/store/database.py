@@ -1,9 +1,12 @@
-"""The result store: one SQL table of results, one row per (job, env, GPU tag), tagged and carrying the whole Result.
+"""The result store: one SQL table of results, tagged and carrying the whole Result. A *cell* is (job, env, GPU tag);
+every attempt at a cell is kept (its history), and the result of a cell is chosen when it is read (`Store.cells`):
+its latest `ok` attempt, else its latest final one (`unsupported`), else its latest. A crash never hides a good result.
 
 Any SQLAlchemy URL works (SQLite by default, PostgreSQL for several hosts). The schema is created and upgraded by
 Alembic migrations, never rewritten silently. The orchestrator is the only writer; several orchestrators (threads,
 processes, hosts) may write to one store at once."""
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Optional
@@ -12,14 +15,14 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, event,
-                        select, text)
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event, select,
+                        text)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.schema import Result
+from mlcbench.schema import FINAL_STATUSES, Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -33,7 +36,7 @@ class Base(DeclarativeBase):
 
 class ResultRow(Base):
     __tablename__ = "results"
-    __table_args__ = (UniqueConstraint("job_id", "env", "gpu_tag", name="uq_result_job_env_gpu"),)
+    __table_args__ = (Index("ix_results_cell", "job_id", "env", "gpu_tag"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[str] = mapped_column(String(32), index=True)
@@ -81,42 +84,61 @@ def _columns(result: Result) -> dict:
     )
 
 
+Filter = Optional[Iterable[str] | str]
+
+
 class Store:
     def __init__(self, url: str = DEFAULT_DB):
         self.url = url
+        self.safe_url = safe_url(url)
         self.engine = open_engine(url)
         migrate(self.engine)
+        # row id -> why its stored result could not be read: rows the reads so far skipped
+        self.unreadable: dict[int, str] = {}
 
     def put(self, result: Result, sweep_id: Optional[str] = None) -> None:
-        """Insert, or replace the row of the same job, env and GPU tag, in one transaction."""
-        columns = {**_columns(result), "sweep_id": sweep_id}
-        try:
-            self._upsert(columns)
-        except IntegrityError:  # another writer inserted the same key since our select: replace its row
-            self._upsert(columns)
+        """Add one attempt at its cell; the cell's earlier attempts stay."""
+        self.put_all([(result, sweep_id)])
 
-    def _upsert(self, columns: dict) -> None:
+    def put_all(self, attempts: Iterable[tuple[Result, Optional[str]]]) -> None:
+        """Add attempts (result, sweep id) in one transaction: all of them or, on any failure, none."""
         with Session(self.engine) as session, session.begin():
-            row = session.scalar(select(ResultRow).where(
-                ResultRow.job_id == columns["job_id"], ResultRow.env == columns["env"],
-                ResultRow.gpu_tag == columns["gpu_tag"]))
-            if row is None:
-                session.add(ResultRow(**columns))
-            else:
-                for name, value in columns.items():
-                    setattr(row, name, value)
+            session.add_all(ResultRow(**_columns(result), sweep_id=sweep_id) for result, sweep_id in attempts)
+
+    def cells(self, status: Filter = None, **filters: Filter) -> list[Result]:
+        """The result of each cell whose attempts match the column filters: its latest `ok` attempt, else its latest
+        final one, else its latest. `status` selects cells by that result, not attempts."""
+        chosen: dict[tuple[str, str, str], tuple[tuple, Result]] = {}
+        for row, result in self.attempts(**filters):
+            key, rank = (row.job_id, row.env, row.gpu_tag), _preference(row, result)
+            if key not in chosen or rank > chosen[key][0]:
+                chosen[key] = (rank, result)
+        statuses = None if status is None else {status} if isinstance(status, str) else set(status)
+        return [result for _, result in chosen.values() if statuses is None or result.status in statuses]
+
+    def history(self, **filters: Filter) -> list[Result]:
+        """Every readable attempt matching the column filters, in the order they were stored within each cell."""
+        return [result for _, result in self.attempts(**filters)]
+
+    def attempts(self, **filters: Filter) -> list[tuple[ResultRow, Result]]:
+        """Rows with their results; a row whose result cannot be read is skipped and noted in `unreadable`."""
+        readable = []
+        for row in self.rows(**filters):
+            try:
+                readable.append((row, row.result()))
+            except ValueError as error:
+                self.unreadable[row.id] = str(error).strip().splitlines()[0]
+        return readable
 
     def statuses(self, env: str, gpu_tag: str) -> dict[str, str]:
-        """job_id -> status of every stored job for one env and GPU tag."""
-        with Session(self.engine) as session:
-            rows = session.execute(select(ResultRow.job_id, ResultRow.status).where(
-                ResultRow.env == env, ResultRow.gpu_tag == gpu_tag))
-            return {job_id: status for job_id, status in rows}
+        """job_id -> the status of the result of each cell for one env and GPU tag."""
+        return {result.job_id: result.status for result in self.cells(env=env, gpu_tag=gpu_tag)}
 
-    def rows(self, **filters: Optional[Iterable[str] | str]) -> list[ResultRow]:
-        """Rows matching every given column filter (a value or a collection of values)."""
+    def rows(self, **filters: Filter) -> list[ResultRow]:
+        """Every attempt matching every given column filter (a value or a collection of values), oldest first within
+        each cell."""
         query = select(ResultRow).order_by(ResultRow.gpu_tag, ResultRow.env, ResultRow.model, ResultRow.workflow,
-                                           ResultRow.batch_size)
+                                           ResultRow.batch_size, ResultRow.id)
         for name, value in filters.items():
             if value is None:
                 continue
@@ -126,14 +148,25 @@ class Store:
             return list(session.scalars(query))
 
 
+def _preference(row: ResultRow, result: Result) -> tuple:
+    """Which attempt is the result of its cell: ok over final over anything, then the latest (by when it ended)."""
+    moment = result.provenance.ended_at or result.provenance.started_at or row.stored_at
+    if moment.tzinfo is None:  # SQLite hands datetimes back without their zone; they were stored in UTC
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (result.status == "ok", result.status in FINAL_STATUSES, moment, row.id)
+
+
 def open_engine(url: str) -> Engine:
     """An engine whose database answers; any failure is a UsageError that names the URL."""
     try:
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url)
-    except (ArgumentError, ImportError, ValueError) as error:
-        raise UsageError(f"cannot use --db {url!r}: {error}") from None
+    except ArgumentError:
+        raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL "
+                         f"(e.g. sqlite:///results/mlcbench.db, postgresql+psycopg://user:password@host/db)") from None
+    except (ImportError, ValueError) as error:
+        raise UsageError(f"cannot use --db {safe_url(url)}: {error}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
@@ -141,7 +174,7 @@ def open_engine(url: str) -> Engine:
             pass
     except OperationalError as error:
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        raise UsageError(f"cannot open the result store {_safe(url)}: {reason}") from None
+        raise UsageError(f"cannot open the result store {safe_url(url)}: {reason}") from None
     return engine
 
 
@@ -152,11 +185,12 @@ def _sqlite_pragmas(connection, _record) -> None:
     cursor.close()
 
 
-def _safe(url: str) -> str:
-    """The URL without its password, for messages."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
+def safe_url(url: str) -> str:
+    """The URL for messages, its password masked (in a string SQLAlchemy cannot parse: all that precedes the host)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"://.*@", "://***@", url)
 
 
 def _alembic_config(connection) -> Config:

@@ -1,8 +1,8 @@
-"""Fold result stores together: one row per (job, env, GPU tag), the newest run (by ended_at) wins."""
+"""Fold result stores together: every attempt of every source joins the target's history (an attempt the target
+already holds is not added twice), in one transaction. The result of each cell then follows the store's rule, so
+another host's crash never hides a good result."""
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Optional
 
 from mlcbench.orchestrator.store import Store
 from mlcbench.schema import Result
@@ -10,44 +10,35 @@ from mlcbench.schema import Result
 
 @dataclass
 class MergeCounts:
-    new: int = 0
-    replaced: int = 0
-    identical: int = 0
-    older: int = 0  # already in the target with a newer (or equally new, different) run: left as it is
+    added: int = 0
+    known: int = 0  # attempts the target already held
+    new_cells: int = 0
+    changed_cells: int = 0  # cells whose result is now another attempt
 
     def describe(self) -> str:
-        return (f"{self.new} new, {self.replaced} replaced by a newer run, {self.identical} identical, "
-                f"{self.older} skipped (the target's run is newer)")
+        return (f"{self.added} attempt(s) added, {self.known} already there; {self.new_cells} new cell(s), "
+                f"{self.changed_cells} cell(s) with another result now")
 
 
-def _key(result: Result) -> tuple[str, str, str]:
+def _cell(result: Result) -> tuple[str, str, str]:
     return (result.job_id, result.provenance.env or "?", result.provenance.gpu_tag or "?")
 
 
-def _ended(result: Result) -> datetime:
-    ended = result.provenance.ended_at
-    if ended is None:
-        return datetime.min.replace(tzinfo=timezone.utc)
-    return ended if ended.tzinfo else ended.replace(tzinfo=timezone.utc)
-
-
 def merge(sources: list[Store], target: Store) -> MergeCounts:
-    current: dict[tuple[str, str, str], Result] = {_key(r): r for r in (row.result() for row in target.rows())}
-    counts = MergeCounts()
+    before = {_cell(result): result for result in target.cells()}
+    seen = {result.model_dump_json() for result in target.history()}
+    attempts, counts = [], MergeCounts()
     for source in sources:
-        for incoming in (row.result() for row in source.rows()):
-            key = _key(incoming)
-            existing: Optional[Result] = current.get(key)
-            if existing is None:
-                counts.new += 1
-            elif existing == incoming:
-                counts.identical += 1
+        for row, result in source.attempts():
+            text = result.model_dump_json()
+            if text in seen:
+                counts.known += 1
                 continue
-            elif _ended(incoming) > _ended(existing):
-                counts.replaced += 1
-            else:
-                counts.older += 1
-                continue
-            target.put(incoming)
-            current[key] = incoming
+            seen.add(text)
+            attempts.append((result, row.sweep_id))
+    target.put_all(attempts)
+    after = {_cell(result): result for result in target.cells()}
+    counts.added = len(attempts)
+    counts.new_cells = len(after.keys() - before.keys())
+    counts.changed_cells = sum(1 for key, result in before.items() if after[key] != result)
     return counts

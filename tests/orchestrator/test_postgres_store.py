@@ -7,9 +7,12 @@ import threading
 import uuid
 
 import pytest
+from alembic import command
 from sqlalchemy import create_engine, text
 
 from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.store.database import ResultRow, _alembic_config, _columns
+from tests.orchestrator.stores import HEAD, tagged
 from mlcbench.schema import JobSpec, Result
 
 POSTGRES_URL = os.environ.get("MLCBENCH_TEST_POSTGRES_URL")
@@ -34,18 +37,20 @@ def schema_url():
     admin.dispose()
 
 
-def test_put_replaces_the_row_of_the_same_key_and_reads_back_the_whole_result(schema_url):
+def test_put_keeps_every_attempt_and_the_cell_result_is_the_ok_one(schema_url):
     store = Store(schema_url)
     job = JobSpec(model="matmul-small", workflow="eager", precision="fp32", batch_size=1, device="cpu")
-    for status in ("crashed", "ok"):
+    for status in ("crashed", "ok", "failed"):
         result = Result(job_id=job.job_id, job=job, status=status)
         store.put(result.model_copy(update={"provenance": result.provenance.model_copy(
             update={"env": "local", "gpu_tag": "cpu"})}), sweep_id=status)
-    [row] = store.rows()
-    assert (row.status, row.sweep_id, row.result().job) == ("ok", "ok", job)
+    assert [(row.status, row.sweep_id) for row in store.rows()] == [("crashed", "crashed"), ("ok", "ok"),
+                                                                     ("failed", "failed")]
+    [cell] = store.cells()
+    assert (cell.status, cell.job) == ("ok", job)
 
 
-def test_two_orchestrators_sweeping_into_one_store_at_once_leave_one_row_per_job(schema_url, tmp_path):
+def test_two_orchestrators_sweeping_into_one_store_at_once_leave_one_ok_result_per_job(schema_url, tmp_path):
     command = [sys.executable, "-m", "mlcbench.orchestrator", "sweep", "--suite", "tiny", "--db", schema_url]
     environment = dict(os.environ)
     processes = [subprocess.Popen([*command, "--workdir", str(tmp_path / f"work-{n}")], cwd=tmp_path, text=True,
@@ -54,9 +59,9 @@ def test_two_orchestrators_sweeping_into_one_store_at_once_leave_one_row_per_job
     outputs = [process.communicate(timeout=300)[0] for process in processes]
     assert [process.returncode for process in processes] == [0, 0], outputs
 
-    rows = Store(schema_url).rows()
-    assert len(rows) == 8 == len({(row.job_id, row.env, row.gpu_tag) for row in rows})
-    assert all(row.status == "ok" for row in rows)
+    cells = Store(schema_url).cells()
+    assert len(cells) == 8 == len({(cell.job_id, cell.provenance.env, cell.provenance.gpu_tag) for cell in cells})
+    assert all(cell.status == "ok" for cell in cells)
 
 
 def test_orchestrators_opening_a_new_store_at_once_migrate_it_once(schema_url):
@@ -78,4 +83,20 @@ def test_orchestrators_opening_a_new_store_at_once_migrate_it_once(schema_url):
     assert not any(thread.is_alive() for thread in threads), "migrations of concurrent openers deadlocked"
     assert errors == []
     with Store(schema_url).engine.connect() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0002"]
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [HEAD]
+
+
+def test_a_store_at_revision_0002_is_upgraded_in_place_to_keep_history(schema_url):
+    job = JobSpec(model="matmul-small", workflow="eager", precision="fp32", batch_size=1, device="cpu")
+    engine = create_engine(schema_url)
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection), "0002")
+    engine.dispose()
+    with engine.begin() as connection:  # one row per cell, as the mlcbench of revision 0002 wrote it
+        connection.execute(ResultRow.__table__.insert().values(**_columns(tagged(job, "ok"))))
+    engine.dispose()
+
+    store = Store(schema_url)
+    store.put(tagged(job, "crashed", minute=1))
+    assert [row.status for row in store.rows()] == ["ok", "crashed"]
+    assert [cell.status for cell in store.cells()] == ["ok"]

@@ -1,5 +1,6 @@
 """The store's schema moves only through Alembic: an older store is upgraded in place with its rows, a newer one is
-refused; writes from several threads land once each."""
+refused; every attempt is kept, writes from several threads land once each, and the result of a cell is its latest ok
+attempt, else its latest final one, else its latest."""
 
 import threading
 
@@ -10,15 +11,7 @@ from sqlalchemy import create_engine, inspect, text
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.database import _alembic_config
-from mlcbench.schema import JobSpec, Result
-
-JOB = JobSpec(model="matmul-small", workflow="eager", precision="fp32", batch_size=1, device="cpu", warmup=0, repeats=1)
-
-
-def tagged(job: JobSpec, status: str = "ok") -> Result:
-    result = Result(job_id=job.job_id, job=job, status=status)
-    return result.model_copy(update={"provenance": result.provenance.model_copy(update={"env": "local",
-                                                                                        "gpu_tag": "cpu"})})
+from tests.orchestrator.stores import HEAD, JOB, tagged
 
 
 def test_a_store_at_revision_0001_with_rows_is_upgraded_in_place_and_keeps_them(tmp_path):
@@ -36,12 +29,14 @@ def test_a_store_at_revision_0001_with_rows_is_upgraded_in_place_and_keeps_them(
     store = Store(url)
 
     with store.engine.connect() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD
     assert "sweep_id" in {column["name"] for column in inspect(store.engine).get_columns("results")}
     [row] = store.rows()
     assert (row.job_id, row.status, row.sweep_id) == (JOB.job_id, "ok", None)
     assert row.result() == tagged(JOB)
     assert store.statuses("local", "cpu") == {JOB.job_id: "ok"}  # resume still sees the old row
+    store.put(tagged(JOB, "crashed", minute=5))  # the old one-row-per-cell key is gone: a second attempt is kept
+    assert [row.status for row in store.rows()] == ["ok", "crashed"]
 
 
 def test_a_store_at_an_unknown_newer_revision_is_refused_untouched(tmp_path):
@@ -57,7 +52,7 @@ def test_a_store_at_an_unknown_newer_revision_is_refused_untouched(tmp_path):
         assert connection.execute(text("SELECT count(*) FROM results")).scalar() == 1
 
 
-def test_puts_from_several_threads_each_land_once_and_a_put_replaces_its_key(tmp_path):
+def test_puts_from_several_threads_each_land_once(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     jobs = [JOB.model_copy(update={"batch_size": batch}) for batch in range(1, 41)]
 
@@ -71,5 +66,29 @@ def test_puts_from_several_threads_each_land_once_and_a_put_replaces_its_key(tmp
     for thread in threads:
         thread.join()
     rows = store.rows()
-    assert sorted(row.job_id for row in rows) == sorted(job.job_id for job in jobs)
+    assert sorted(row.job_id for row in rows) == sorted(job.job_id for job in jobs for _ in range(4))
     assert all(row.sweep_id == row.status for row in rows)
+    assert {cell.status for cell in store.cells()} == {"ok"} and len(store.cells()) == len(jobs)
+
+
+@pytest.mark.parametrize("attempts, chosen", [
+    ([("ok", 0), ("crashed", 1)], ("ok", 0)),  # a crash after a good run hides nothing
+    ([("ok", 0), ("ok", 2), ("failed", 3)], ("ok", 2)),  # the latest ok
+    ([("ok", 5), ("ok", 2)], ("ok", 5)),  # latest by when it ended, not by when it was stored (merged stores)
+    ([("failed", 0), ("unsupported", 1), ("timeout", 2)], ("unsupported", 1)),  # no ok: the latest final one
+    ([("failed", 0), ("oom", 4), ("crashed", 2)], ("oom", 4)),  # nothing final: the latest
+])
+def test_the_result_of_a_cell_is_its_latest_ok_else_latest_final_else_latest_attempt(tmp_path, attempts, chosen):
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    other = JOB.model_copy(update={"batch_size": 2})
+    store.put(tagged(other, "crashed", minute=9))
+    for status, minute in attempts:
+        store.put(tagged(JOB, status, minute=minute, reason=f"attempt {minute}"))
+
+    cells = {cell.job_id: cell for cell in store.cells()}
+    assert (cells[JOB.job_id].status, cells[JOB.job_id].reason) == (chosen[0], f"attempt {chosen[1]}")
+    assert cells[other.job_id].status == "crashed"
+    assert len(store.history()) == len(attempts) + 1
+    assert [cell.job_id for cell in store.cells(status=chosen[0])] == [JOB.job_id]  # by the cell's result
+    assert store.cells(status="crashed") == [cells[other.job_id]]
+    assert store.statuses("local", "cpu") == {job_id: cell.status for job_id, cell in cells.items()}

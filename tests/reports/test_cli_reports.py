@@ -144,30 +144,32 @@ def test_export_refuses_an_unknown_format(store_path):
     assert result.exit_code == 2 and "unknown --format 'xlsx'" in result.output
 
 
-def test_merge_adds_nothing_twice_and_the_newest_run_wins(store_path, tmp_path):
+def test_merge_adds_nothing_twice_and_a_crash_never_hides_another_hosts_ok(store_path, tmp_path):
     target = tmp_path / "merged.db"
     first = run("merge", str(store_path), "--into", str(target))
     assert first.exit_code == 0
     total = len(fixture_results())
-    assert f"{total} new, 0 replaced by a newer run, 0 identical" in first.output
+    assert f"{total} attempt(s) added, 0 already there; {total} new cell(s), 0 cell(s) with another" in first.output
     again = run("merge", str(store_path), str(store_path), "--into", str(target))
-    assert f"0 new, 0 replaced by a newer run, {2 * total} identical" in again.output
+    assert f"0 attempt(s) added, {2 * total} already there; 0 new cell(s), 0 cell(s)" in again.output
     assert len(Store(url(target)).rows()) == total
 
     newer = make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=99.0,
                         ended=T0 + timedelta(days=1))
-    older = make_result("tinyllama-1.1b", "eager", 4, "h100", "local", tokens_per_s=1.0,
-                        ended=T0 - timedelta(days=1))
+    crash = make_result("tinyllama-1.1b", "eager", 4, "h100", "local", status="crashed", reason="worker died",
+                        ended=T0 + timedelta(days=1))
     other = make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=5.0, seed=7)
-    store_with(tmp_path / "second.db", [newer, older, other])
+    store_with(tmp_path / "second.db", [newer, crash, other])
     merged = run("merge", str(tmp_path / "second.db"), "--into", str(target))
-    assert "1 new, 1 replaced by a newer run, 0 identical, 1 skipped" in merged.output
-    rows = {(r.model, r.workflow, r.batch_size, r.job_id): r for r in
-            Store(url(target)).rows(gpu_tag="h100", env="local", model="tinyllama-1.1b", workflow="eager")}
-    assert len(rows) == 3
-    assert rows[("tinyllama-1.1b", "eager", 1, newer.job_id)].result() == newer
-    assert rows[("tinyllama-1.1b", "eager", 4, older.job_id)].tokens_per_s == 200.0
-    assert rows[("tinyllama-1.1b", "eager", 1, other.job_id)].result().provenance == other.provenance
+    assert "3 attempt(s) added, 0 already there; 1 new cell(s), 1 cell(s) with another result now" in merged.output
+    store = Store(url(target))
+    cells = {(r.job.batch_size, r.job_id): r for r in
+             store.cells(gpu_tag="h100", env="local", model="tinyllama-1.1b", workflow="eager")}
+    assert len(cells) == 3
+    assert cells[(1, newer.job_id)] == newer  # the newer ok
+    assert cells[(4, crash.job_id)].metrics.tokens_per_s == 200.0  # the crash is history only
+    assert cells[(1, other.job_id)] == other
+    assert crash in store.history(status="crashed")
 
 
 def test_merge_refuses_a_missing_source(tmp_path):

@@ -25,10 +25,11 @@ def start_sweep(tmp_path: Path, db: str, *extra: str) -> subprocess.Popen:
 
 
 def final_rows(db: str) -> set[tuple[str, str, str, str]]:
-    rows = Store(db).rows()
-    keys = [(row.job_id, row.env, row.gpu_tag) for row in rows]
-    assert len(keys) == len(set(keys)), "duplicate rows"
-    return {(row.job_id, row.env, row.gpu_tag, row.status) for row in rows}
+    """(job, env, GPU, status) of the result of each cell."""
+    store = Store(db)
+    done = [(row.job_id, row.env, row.gpu_tag) for row in store.rows(status="ok")]
+    assert len(done) == len(set(done)), "a job that had ended ok ran again"
+    return {(r.job_id, r.provenance.env, r.provenance.gpu_tag, r.status) for r in store.cells()}
 
 
 def workers_of(tmp_path: Path) -> list[int]:
