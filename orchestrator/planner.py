@@ -11,6 +11,8 @@ from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec,
 @dataclass
 class EnvPlan:
     env: EnvSpec
+    # what decided the env's `unsupported` results (envs.config_key), stored with each result
+    config_key: str
     to_run: list[JobSpec] = field(default_factory=list)
     unsupported: list[Result] = field(default_factory=list)
     skipped: int = 0
@@ -44,12 +46,21 @@ def expand(suite: Suite, target: Target, filters: Filters) -> list[JobSpec]:
     return jobs
 
 
-def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, str], rerun: bool) -> EnvPlan:
-    """done: job_id -> stored status for this env and GPU tag."""
-    plan = EnvPlan(env=env)
+def is_final(result: Optional[Result], config_key: str) -> bool:
+    """Another run would only repeat it: ok, or unsupported under the same configuration (an env.toml typo fixed, or a
+    library installed, is worth another try)."""
+    if result is None or result.status not in FINAL_STATUSES:
+        return False
+    return result.status == "ok" or result.provenance.config_key == config_key
+
+
+def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, Result], rerun: bool,
+             config_key: str) -> EnvPlan:
+    """done: job_id -> the result of each stored cell of this env and GPU tag."""
+    plan = EnvPlan(env=env, config_key=config_key)
     blocked = _env_blocked(env, target)
     for job in jobs:
-        if not rerun and done.get(job.job_id) in FINAL_STATUSES:
+        if not rerun and is_final(done.get(job.job_id), config_key):
             plan.skipped += 1
             continue
         reason = blocked or (None if env.provides(job.workflow) else

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from mlcbench.orchestrator.envs import load_env
+from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env
 from mlcbench.orchestrator.runtimes.base import Runtime, StopRequest
@@ -60,8 +60,8 @@ RuntimeFactory = Callable[[EnvSpec, SweepOptions, Optional[GpuInfo]], Runtime]
 def plan(options: SweepOptions, store: Store) -> list[EnvPlan]:
     envs = [load_env(name) for name in options.env_names]
     jobs = expand(options.suite, options.target, options.filters)
-    return [plan_env(env, jobs, options.target, store.statuses(env.name, options.target.tag), options.rerun)
-            for env in envs]
+    cells = {env.name: {r.job_id: r for r in store.cells(env=env.name, gpu_tag=options.target.tag)} for env in envs}
+    return [plan_env(env, jobs, options.target, cells[env.name], options.rerun, config_key(env)) for env in envs]
 
 
 def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] = None,
@@ -72,7 +72,7 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     plans = plan(options, store)
     report = SweepReport(skipped=sum(p.skipped for p in plans))
     listener.planned(sum(len(p.to_run) + len(p.unsupported) for p in plans), report.skipped)
-    writer = _ResultWriter(store, report, listener, options.sweep_id)
+    writer = _ResultWriter(store, report, listener, options.sweep_id, {p.env.name: p.config_key for p in plans})
     for env_plan in plans:
         env = env_plan.env
         for result in env_plan.unsupported:
@@ -89,13 +89,15 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
 class _ResultWriter:
     """Stores results from every worker thread, one at a time (a transaction each), in the order they arrive."""
 
-    def __init__(self, store: Store, report: SweepReport, listener: SweepListener, sweep_id: str):
+    def __init__(self, store: Store, report: SweepReport, listener: SweepListener, sweep_id: str,
+                 config_keys: dict[str, str]):
         self._store, self._report, self._listener, self._sweep_id = store, report, listener, sweep_id
+        self._config_keys = config_keys
         self._lock = threading.Lock()
 
     def put(self, result: Result, env: str, gpu_tag: str, image_digest: Optional[str]) -> None:
         with self._lock:
-            stored = record(self._store, result, env, gpu_tag, image_digest, self._sweep_id)
+            stored = record(self._store, result, env, gpu_tag, image_digest, self._sweep_id, self._config_keys[env])
             self._report.stored.append(stored)
             self._listener.job_done(stored)
 

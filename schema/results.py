@@ -89,6 +89,9 @@ class Provenance(StrictModel):
     python: Optional[str] = None
     hostname: Optional[str] = None
     git_rev: Optional[str] = None
+    # the host's hash of what decided which workflows the env could run (env files, installed packages): an
+    # `unsupported` result decided under another configuration is tried again
+    config_key: Optional[str] = None
     started_at: Optional[datetime] = None
     ended_at: Optional[datetime] = None
 

@@ -1,7 +1,9 @@
 """Environment discovery: every `envs/<name>/env.toml` is an environment; adding one needs no Python change."""
 
+import hashlib
 import os
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -45,3 +47,24 @@ def load_env(name: str) -> EnvSpec:
 
 def env_folder(name: str) -> Path:
     return envs_dir() / name
+
+
+def files_hash(env: EnvSpec) -> str:
+    """sha256 over the env folder's files (relative path and content), in a stable order."""
+    folder = env_folder(env.name)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def config_key(env: EnvSpec) -> str:
+    """What decides which workflows an env can run, as one hash: the env's files (env.toml, Dockerfile) and, for the
+    local env, the packages installed in this interpreter. An `unsupported` result stored under another key is tried
+    again (a typo fixed in env.toml, a library installed)."""
+    digest = hashlib.sha256(files_hash(env).encode())
+    if env.runtime == "local":
+        installed = sorted(f"{dist.metadata['Name']}=={dist.version}".lower() for dist in metadata.distributions())
+        digest.update("\n".join(installed).encode())
+    return digest.hexdigest()[:16]

@@ -13,7 +13,7 @@ import docker
 import docker.errors
 from rich.console import Console
 
-from mlcbench.orchestrator.envs import env_folder
+from mlcbench.orchestrator.envs import env_folder, files_hash
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.schema import EnvSpec
 
@@ -55,16 +55,6 @@ def connect(base_url: Optional[str] = None) -> docker.DockerClient:
         raise UsageError(f"no Docker engine answers ({_first_line(error)}); start it (e.g. `sudo systemctl start "
                          f"docker`, or .ci/docker-setup.sh), or use the local env (--env local)") from None
     return client
-
-
-def files_hash(env: EnvSpec) -> str:
-    """sha256 over the env folder's files (relative path and content), in a stable order."""
-    folder = env_folder(env.name)
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def build_args(env: EnvSpec, options: BuildOptions) -> dict[str, str]:

@@ -130,10 +130,6 @@ class Store:
                 self.unreadable[row.id] = str(error).strip().splitlines()[0]
         return readable
 
-    def statuses(self, env: str, gpu_tag: str) -> dict[str, str]:
-        """job_id -> the status of the result of each cell for one env and GPU tag."""
-        return {result.job_id: result.status for result in self.cells(env=env, gpu_tag=gpu_tag)}
-
     def rows(self, **filters: Filter) -> list[ResultRow]:
         """Every attempt matching every given column filter (a value or a collection of values), oldest first within
         each cell."""
