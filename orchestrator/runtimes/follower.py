@@ -61,19 +61,19 @@ def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_re
     """Follow one worker until it has answered every job, dies, overruns a job, or is asked to stop; returns how many
     jobs ended."""
     results, progress = _LineReader(files.results), _LineReader(files.progress)
-    # started: jobs the worker has begun (progress lines); the job in flight is jobs[done] while started > done
-    done, started, started_at = 0, 0, None
+    # started: jobs the worker has begun (progress lines); the job in flight is jobs[done] while started > done.
+    # due_since: since when jobs[done] is due: the worker's start, then each result (a worker that hangs before it
+    # starts a job times out like one that hangs inside it)
+    done, started, due_since = 0, 0, time.monotonic()
     while done < len(jobs):
         for line in results.new_lines():
             on_result(parse_result_line(line, jobs[done]))
             done += 1
-            started_at = time.monotonic() if started > done else None
+            due_since = time.monotonic()
             if done == len(jobs) or stop.requested:
                 return done
         started += len(progress.new_lines())
-        if started_at is None and started > done:
-            started_at = time.monotonic()
-        if stop.now.is_set() or (stop.after_job.is_set() and started_at is None):
+        if stop.now.is_set() or (stop.after_job.is_set() and started <= done):
             return done
         exit_code = handle.poll()
         if exit_code is not None:
@@ -85,10 +85,11 @@ def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_re
                 done += 1
             return done
         job = jobs[done]
-        if started_at is not None and time.monotonic() - started_at > job.timeout_s:
+        if time.monotonic() - due_since > job.timeout_s:
             handle.kill()
-            on_result(Result.without_run(job, "timeout", f"no result within the job's {job.timeout_s:g} s timeout",
-                                         log_tail=handle.log_tail()))
+            where = "" if started > done else " (the worker never started it)"
+            on_result(Result.without_run(job, "timeout", f"no result within the job's {job.timeout_s:g} s timeout"
+                                         f"{where}", log_tail=handle.log_tail()))
             return done + 1
         time.sleep(poll_s)
     return done

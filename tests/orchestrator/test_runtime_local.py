@@ -1,3 +1,7 @@
+import os
+import signal
+import time
+
 from mlcbench.orchestrator.runtimes.follower import describe_exit, parse_result_line, run_jobs
 from mlcbench.orchestrator.runtimes.local import LocalRuntime
 from mlcbench.schema import EnvSpec, JobSpec, Result
@@ -26,6 +30,26 @@ def test_worker_killed_mid_job_keeps_finished_results_and_records_the_crash(tmp_
     assert crashed.exit_code == -9 and "SIGKILL" in crashed.reason
     # a fresh worker ran the last job: two exchange folders
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["worker-000", "worker-001"]
+
+
+class StoppingRuntime(LocalRuntime):
+    """Its first worker is SIGSTOPped as soon as it starts (hangs before its first job)."""
+
+    def start_worker(self, files):
+        worker = super().start_worker(files)
+        if files.folder.name == "worker-000":
+            os.kill(worker._process.pid, signal.SIGSTOP)
+        return worker
+
+
+def test_a_worker_that_hangs_before_its_first_job_times_out_and_a_fresh_one_runs_the_rest(tmp_path):
+    results: list[Result] = []
+    jobs = [job("eager", timeout_s=2), job("eager", batch_size=2)]
+    begin = time.monotonic()
+    run_jobs(StoppingRuntime(LOCAL, cache_dir=tmp_path / "cache"), jobs, tmp_path / "work", results.append)
+    assert [r.status for r in results] == ["timeout", "ok"]
+    assert "2 s timeout (the worker never started it)" in results[0].reason
+    assert time.monotonic() - begin < 60
 
 
 def test_segfault_is_a_crash_with_its_signal_and_the_python_stack_in_the_log_tail(tmp_path):
