@@ -51,6 +51,8 @@ class SweepListener:
 
     def planned(self, to_run: int, skipped: int) -> None: ...
 
+    def job_started(self, job: JobSpec) -> None: ...
+
     def job_done(self, result: Result) -> None: ...
 
 
@@ -101,6 +103,10 @@ class _ResultWriter:
             self._report.stored.append(stored)
             self._listener.job_done(stored)
 
+    def started(self, job: JobSpec) -> None:
+        with self._lock:
+            self._listener.job_started(job)
+
 
 def _run_env(env: EnvSpec, jobs: list[JobSpec], options: SweepOptions, runtime_factory: RuntimeFactory,
              writer: _ResultWriter, stop: StopRequest, workdir: Path) -> None:
@@ -147,7 +153,7 @@ def _worker_loop(env: EnvSpec, gpu: Optional[GpuInfo], runtime: Runtime, units: 
                 index, unit = units.get_nowait()
             except queue.Empty:
                 return
-            run_jobs(runtime, unit, workdir / f"unit-{index:03d}", on_result, stop=stop)
+            run_jobs(runtime, unit, workdir / f"unit-{index:03d}", on_result, stop=stop, on_start=writer.started)
     except BaseException as error:  # the main thread re-raises it; the other workers stop at once
         errors.append(error)
         stop.now.set()
@@ -185,20 +191,23 @@ def _work_units(runtime: Runtime, jobs: list[JobSpec], workers: int) -> list[lis
 
 
 @contextmanager
-def stop_on_sigint(stop: StopRequest) -> Iterator[None]:
-    """The first Ctrl-C asks for a stop after the jobs in flight; the second stops at once (KeyboardInterrupt)."""
+def stop_on_sigint(stop: StopRequest, on_first: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """The first Ctrl-C (or SIGTERM) asks for a stop after the jobs in flight, and on_first says so; the second stops
+    at once (KeyboardInterrupt)."""
 
     def handle(signum, frame) -> None:
         if stop.after_job.is_set():
             stop.now.set()
             raise KeyboardInterrupt
         stop.after_job.set()
+        on_first()
 
-    previous = signal.signal(signal.SIGINT, handle)
+    previous = {signum: signal.signal(signum, handle) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def make_runtime(env: EnvSpec, options: SweepOptions, gpu: Optional[GpuInfo]) -> Runtime:

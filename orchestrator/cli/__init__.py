@@ -2,30 +2,32 @@
 
 import shlex
 import sys
+from collections import Counter
+from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, get_args
 
 import typer
 
 from mlcbench.orchestrator import sweep as sweeping
-from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly, warn_unreadable
+from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly, split, warn_unreadable
 from mlcbench.orchestrator.envs import load_env
+from mlcbench.orchestrator.errors import ExitCode
 from mlcbench.orchestrator.gpu import detect, resolve_target
 from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.suites import SUITES, default_suite, get_suite
 from mlcbench.orchestrator.reports.tables import results_table
+from mlcbench.schema import FINAL_STATUSES, Status
+
+# the statuses of jobs that did not end with an answer
+FAILURES = tuple(status for status in get_args(Status) if status not in FINAL_STATUSES)
 
 app = typer.Typer(help="Which ML-compiler workflow is fastest for your model on your GPU, at what compile cost, "
                        "and does it still give the right answer?", no_args_is_help=True, add_completion=False)
 
 DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
-
-
-def _split(values: Optional[list[str]]) -> list[str]:
-    """Repeated options and comma-separated lists alike: --env a,b --env c."""
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
 
 
 @app.command()
@@ -45,12 +47,14 @@ def sweep(
     workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = Path.home() / ".cache" / "mlcbench",
 ) -> None:
-    """Run a suite in one or more envs and store every result. Ctrl-C stops after the jobs in flight (twice: at once);
-    running the same command again resumes."""
+    """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
+    (twice: at once); running the same command again resumes. Exit code: 0 every job ended ok or unsupported, 3 some
+    did not (failed, crashed, oom, timeout), 130 interrupted, 2 a mistake in the command, 1 the environment failed."""
     target = resolve_target(gpu, detect(), force_gpu_tag, gpus)
     options = sweeping.SweepOptions(
-        suite=get_suite(suite or default_suite(target.device)), env_names=_split(env) or ["local"], target=target,
-        filters=Filters(models=_split(model), workflows=_split(workflow), batch_sizes=batch_size or []),
+        suite=get_suite(suite or default_suite(target.device)), env_names=list(split(env, "--env")) or ["local"],
+        target=target, filters=Filters(models=split(model, "--model"), workflows=split(workflow, "--workflow"),
+                                       batch_sizes=batch_size or []),
         rerun=rerun, workdir=workdir, cache_dir=cache_dir,
     )
     for name in options.env_names:
@@ -61,21 +65,46 @@ def sweep(
                   f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
     stop = StopRequest()
     try:
-        with ProgressListener() as listener, sweeping.stop_on_sigint(stop):
+        with ProgressListener() as listener, sweeping.stop_on_sigint(stop, on_first=listener.stopping):
             report = sweeping.run(options, store, listener, stop=stop)
     except KeyboardInterrupt:
         report = sweeping.SweepReport(interrupted=True)
+    if report.stored:
+        console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {target.tag}"))
+    console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
     if report.interrupted:
         resume = shlex.join(["mlcbench", *sys.argv[1:]])
         print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
               file=sys.stderr)
-        raise typer.Exit(130)
-    if report.stored:
-        console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {target.tag}"))
-    if report.skipped:
-        console.print(f"{report.skipped} job(s) skipped: already stored for this env and GPU (--rerun to run again)")
-    if not report.stored and not report.skipped:
-        console.print("nothing to do")
+        raise typer.Exit(ExitCode.INTERRUPTED)
+    if any(result.status not in FINAL_STATUSES for result in report.stored):
+        raise typer.Exit(ExitCode.JOBS_FAILED)
+
+
+def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:
+    """'N ok · M unsupported · K failed/crashed/oom/timeout', what was skipped, where it is, how to see failures."""
+    counts = Counter(result.status for result in report.stored)
+    failed = sum(counts[status] for status in FAILURES)
+    line = (f"{counts['ok']} ok · {counts['unsupported']} unsupported · {failed} {'/'.join(FAILURES)}"
+            + (f" · {report.skipped} skipped (already stored for this env and GPU; --rerun to run again)"
+               if report.skipped else "")
+            + f"; store {store.safe_url}")
+    if failed:
+        where = "" if db == DEFAULT_DB else f" --db {shlex.quote(store.safe_url)}"
+        line += f"; see why: mlcbench results{where} --status {','.join(FAILURES)}"
+    return line
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        console.print(f"mlcbench {metadata.version('mlcbench')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[Optional[bool], typer.Option("--version", callback=version_callback, is_eager=True,
+                                                         help="print the version and exit")] = None) -> None:
+    pass
 
 
 @app.command()
@@ -92,8 +121,9 @@ def results(
     """List the result of each cell (job, env, GPU): its latest ok attempt, else its latest final one, else its
     latest. --history lists every attempt."""
     store = Store(db)
-    filters = dict(env=_split(env) or None, gpu_tag=_split(gpu) or None, model=_split(model) or None,
-                   workflow=_split(workflow) or None, status=_split(status) or None)
+    filters = dict(env=split(env, "--env") or None, gpu_tag=split(gpu, "--gpu") or None,
+                   model=split(model, "--model") or None, workflow=split(workflow, "--workflow") or None,
+                   status=split(status, "--status") or None)
     shown = store.history(**filters) if history else store.cells(**filters)
     warn_unreadable(store)
     if not shown:

@@ -1,20 +1,23 @@
 """Terminal output shared by the CLI commands: one error line on stderr, tables and progress on stdout."""
 
 import functools
+import os
 import sys
-from typing import Callable, TypeVar
+from typing import Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import ExitCode, UsageError
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import Result
+from mlcbench.schema import JobSpec, Result
 
 console = Console()
-if not console.is_terminal:  # logs and CI: rich would wrap tables at 80 columns
+if not console.is_terminal and "COLUMNS" not in os.environ:  # logs and CI: rich would wrap tables at 80 columns
     console = Console(width=200)
 F = TypeVar("F", bound=Callable)
 
@@ -28,9 +31,19 @@ def exits_cleanly(command: F) -> F:
             return command(*args, **kwargs)
         except UsageError as error:
             print(f"error: {error}", file=sys.stderr)
-            raise typer.Exit(2) from None
+            raise typer.Exit(ExitCode.USAGE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def split(values: Optional[list[str]], option: str) -> tuple[str, ...]:
+    """Repeated options and comma-separated lists alike (--env a,b --env c); an option given with nothing in it
+    (--workflow '') is a mistake, not 'everything'."""
+    parts = tuple(part.strip() for value in values or [] for part in value.split(","))
+    if any(not part for part in parts):
+        raise UsageError(f"{option} {','.join(values or [])!r} has an empty name; name the values, or leave "
+                         f"{option} out for all of them")
+    return parts
 
 
 def warn_unreadable(store: Store) -> None:
@@ -43,10 +56,14 @@ def warn_unreadable(store: Store) -> None:
 
 
 class ProgressListener:
+    """A bar with the jobs in flight, elapsed time and an estimate of the time left; a line per finished job."""
+
     def __init__(self) -> None:
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=console, transient=False)
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                                  console=console, transient=False)
         self._task = None
+        self._in_flight: list[str] = []
 
     def __enter__(self) -> "ProgressListener":
         self._progress.start()
@@ -59,10 +76,26 @@ class ProgressListener:
         if to_run:
             self._task = self._progress.add_task("jobs", total=to_run)
 
+    def job_started(self, job: JobSpec) -> None:
+        self._in_flight.append(job.label())
+        self._describe()
+
     def job_done(self, result: Result) -> None:
         style = STATUS_STYLE.get(result.status, "")
         self._progress.console.print(f"  [{style}]{result.status:<11}[/] {result.job.label()}"
                                      + (f"  [dim]{result.reason}[/]" if result.reason and result.status != "ok" else ""),
                                      highlight=False)
+        if result.job.label() in self._in_flight:
+            self._in_flight.remove(result.job.label())
         if self._task is not None:
             self._progress.advance(self._task)
+        self._describe()
+
+    def stopping(self) -> None:
+        """The first Ctrl-C: said at once, the jobs in flight still end and are stored."""
+        print(f"stopping after the job(s) in flight ({', '.join(self._in_flight) or 'none'}); Ctrl-C again stops at "
+              f"once", file=sys.stderr, flush=True)
+
+    def _describe(self) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, description=escape(", ".join(self._in_flight) or "jobs"))

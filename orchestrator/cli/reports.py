@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Annotated, Optional, get_args
 
 import typer
-from mlcbench.orchestrator.cli.console import console, exits_cleanly, warn_unreadable
+from mlcbench.orchestrator.cli.console import console, exits_cleanly, split, warn_unreadable
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
 from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_parquet
@@ -19,10 +19,6 @@ GpuOption = Annotated[Optional[list[str]], typer.Option("--gpu", help="only thes
 EnvOption = Annotated[Optional[list[str]], typer.Option("--env", help="only these envs (repeat or comma-separate)")]
 ModelOption = Annotated[Optional[list[str]], typer.Option("--model", help="only these models")]
 WorkflowOption = Annotated[Optional[list[str]], typer.Option("--workflow", help="only these workflows")]
-
-
-def _split(values: Optional[list[str]]) -> tuple[str, ...]:
-    return tuple(part.strip() for value in values or [] for part in value.split(",") if part.strip())
 
 
 def _selected(db: str, selection: Selection) -> tuple[Store, list[Result]]:
@@ -56,7 +52,7 @@ def report(
     = None,
 ) -> None:
     """Tables of the stored results (support, throughput, speedup, compile cost, correctness, P3, provenance)."""
-    selection = Selection(gpus=_split(gpu), envs=_split(env), models=_split(model), workflows=_split(workflow))
+    selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"), workflows=split(workflow, "--workflow"))
     _, results = _selected(db, selection)
     if not results:
         return
@@ -86,14 +82,14 @@ def compare(
     workflow: WorkflowOption = None,
 ) -> None:
     """Two GPUs (--gpu A --gpu B) or two envs on one GPU (--env A --env B): both figures and their ratio B / A."""
-    gpus, envs = _split(gpu), _split(env)
+    gpus, envs = split(gpu, "--gpu"), split(env, "--env")
     if len(gpus) == 2:
         axis, (first, second) = "gpu", gpus
     elif len(envs) == 2 and len(gpus) <= 1:
         axis, (first, second) = "env", envs
     else:
         raise UsageError("compare needs exactly two --gpu values, or two --env values and at most one --gpu")
-    selection = Selection(gpus=gpus, envs=envs, models=_split(model), workflows=_split(workflow))
+    selection = Selection(gpus=gpus, envs=envs, models=split(model, "--model"), workflows=split(workflow, "--workflow"))
     _, results = _selected(db, selection)
     if not results:
         return
@@ -117,8 +113,8 @@ def export(
         raise UsageError(f"unknown --format {output_format!r}; use csv, json or parquet")
     if output_format == "parquet" and out is None:
         raise UsageError("--format parquet needs --out FILE")
-    selection = Selection(gpus=_split(gpu), envs=_split(env), models=_split(model), workflows=_split(workflow),
-                          statuses=_split(status))
+    selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"), workflows=split(workflow, "--workflow"),
+                          statuses=split(status, "--status"))
     _, results = _selected(db, selection)
     if not results:
         return

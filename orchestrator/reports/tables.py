@@ -1,8 +1,13 @@
-"""Rich tables of results."""
+"""Rich tables of results: one column per field where the terminal is wide enough, else a compact table that stays
+readable in 80 columns (the job on one line, its reason under it)."""
 
 from typing import Iterable, Optional
 
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from mlcbench.schema import Result
 
@@ -15,7 +20,33 @@ def _num(value: Optional[float], digits: int = 2) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
-def results_table(results: Iterable[Result], title: str = "results") -> Table:
+def _throughput(result: Result) -> str:
+    metrics = result.metrics
+    return (f"{_num(metrics.tokens_per_s, 1)} tok/s" if metrics.tokens_per_s is not None
+            else f"{_num(metrics.tflops, 3)} TF" if metrics.tflops is not None else "")
+
+
+def _where(result: Result) -> str:
+    return f"{result.provenance.gpu_tag or '?'} {result.provenance.env or '?'}"
+
+
+class ResultsTable:
+    """Picks the wide or the compact table for the width it is drawn in."""
+
+    def __init__(self, results: Iterable[Result], title: str):
+        self.results, self.title = list(results), title
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = wide_table(self.results, self.title)
+        natural = Measurement.get(console, options.update(max_width=10_000), wide).maximum
+        yield wide if natural <= options.max_width else compact_table(self.results, self.title)
+
+
+def results_table(results: Iterable[Result], title: str = "results") -> ResultsTable:
+    return ResultsTable(results, title)
+
+
+def wide_table(results: list[Result], title: str) -> Table:
     table = Table(title=title, show_lines=False)
     for name, justify in [("gpu", "left"), ("env", "left"), ("model", "left"), ("workflow", "left"),
                           ("prec", "left"), ("batch", "right"), ("status", "left"), ("median ms", "right"),
@@ -24,14 +55,37 @@ def results_table(results: Iterable[Result], title: str = "results") -> Table:
         table.add_column(name, justify=justify, overflow="fold")
     for result in results:
         metrics, job = result.metrics, result.job
-        throughput = (f"{_num(metrics.tokens_per_s, 1)} tok/s" if metrics.tokens_per_s is not None
-                      else f"{_num(metrics.tflops, 3)} TF" if metrics.tflops is not None else "")
         correct = "" if result.correctness is None else ("yes" if result.correctness.passed else "[red]NO[/]")
         style = STATUS_STYLE.get(result.status, "")
         table.add_row(
             result.provenance.gpu_tag or "", result.provenance.env or "", job.model, job.workflow, job.precision,
             str(job.batch_size), f"[{style}]{result.status}[/]",
-            _num(metrics.latency.median_ms if metrics.latency else None, 3), throughput, _num(metrics.compile_s),
-            correct, (result.reason or "")[:80],
+            _num(metrics.latency.median_ms if metrics.latency else None, 3), _throughput(result),
+            _num(metrics.compile_s), correct, (result.reason or "")[:80],
         )
+    return table
+
+
+def compact_table(results: list[Result], title: str) -> Table:
+    """The job and its reason share a column that wraps between words; gpu and env are in the title when they are
+    the same for every row."""
+    places = {_where(result) for result in results}
+    table = Table(title=title + (f" ({next(iter(places))})" if len(places) == 1 else ""), box=box.SIMPLE_HEAD)
+    if len(places) > 1:
+        table.add_column("gpu env")
+    table.add_column("job", ratio=1)
+    table.add_column("status", no_wrap=True)
+    table.add_column("speed", justify="right", no_wrap=True)
+    table.add_column("compile s", justify="right", no_wrap=True)
+    for result in results:
+        job, metrics = result.job, result.metrics
+        label = Text(f"{job.model} {job.workflow} {job.precision} b{job.batch_size}")
+        if result.reason:
+            label.append(f"\n{result.reason}", style="dim")
+        status = Text(result.status, style=STATUS_STYLE.get(result.status, ""))
+        if result.correctness is not None and not result.correctness.passed:
+            status.append(" wrong", style="red")
+        figure = _throughput(result) or (f"{_num(metrics.latency.median_ms, 3)} ms" if metrics.latency else "")
+        cells = [label, status, figure, _num(metrics.compile_s)]
+        table.add_row(*([_where(result)] if len(places) > 1 else []), *cells)
     return table

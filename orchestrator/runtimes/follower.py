@@ -33,9 +33,11 @@ class _LineReader:
 
 
 def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Callable[[Result], None],
-             poll_s: Optional[float] = None, stop: Optional[StopRequest] = None) -> None:
-    """Run every job; exactly one Result per job reaches on_result, in job order. Once a stop is requested, the jobs
-    not yet started get none (and, for a stop `now`, neither does the job in flight)."""
+             poll_s: Optional[float] = None, stop: Optional[StopRequest] = None,
+             on_start: Callable[[JobSpec], None] = lambda job: None) -> None:
+    """Run every job; exactly one Result per job reaches on_result, in job order; on_start hears of each job as its
+    worker starts it. Once a stop is requested, the jobs not yet started get none (and, for a stop `now`, neither does
+    the job in flight)."""
     stop = stop or StopRequest()
     pending = list(jobs)
     workdir = workdir.resolve()
@@ -48,7 +50,7 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
         files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in pending), encoding="utf-8")
         handle = runtime.start_worker(files)
         try:
-            done = _follow(handle, files, pending, on_result, poll_s or runtime.poll_s, stop)
+            done = _follow(handle, files, pending, on_result, poll_s or runtime.poll_s, stop, on_start)
         finally:
             if handle.poll() is None:
                 handle.kill()
@@ -57,7 +59,7 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
 
 
 def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_result: Callable[[Result], None],
-            poll_s: float, stop: StopRequest) -> int:
+            poll_s: float, stop: StopRequest, on_start: Callable[[JobSpec], None]) -> int:
     """Follow one worker until it has answered every job, dies, overruns a job, or is asked to stop; returns how many
     jobs ended."""
     results, progress = _LineReader(files.results), _LineReader(files.progress)
@@ -72,7 +74,10 @@ def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_re
             due_since = time.monotonic()
             if done == len(jobs) or stop.requested:
                 return done
-        started += len(progress.new_lines())
+        for _ in progress.new_lines():
+            if started < len(jobs):
+                on_start(jobs[started])
+            started += 1
         if stop.now.is_set() or (stop.after_job.is_set() and started <= done):
             return done
         exit_code = handle.poll()

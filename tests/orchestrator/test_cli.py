@@ -34,7 +34,7 @@ def test_sweep_stores_tagged_rows_and_a_second_run_does_no_work(mlcbench, tmp_pa
 
     second = mlcbench("sweep", *FAST_FILTER)
     assert second.returncode == 0, second.stderr
-    assert "1 job(s) skipped" in second.stdout
+    assert "· 1 skipped (already stored" in second.stdout
     assert "worker" not in second.stdout and not list((tmp_path / "results" / "work").glob("*/group-*/worker-001"))
     assert sqlite3.connect(tmp_path / "results" / "mlcbench.db").execute("select count(*) from results").fetchone() == (1,)
 

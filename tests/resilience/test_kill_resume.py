@@ -83,11 +83,11 @@ def test_sigkilled_sweeps_rerun_to_the_store_of_an_uninterrupted_sweep(tmp_path,
     assert process.returncode == 0, err
     assert final_rows(db) == reference
     if stored_after_kill[-1]:
-        assert "skipped: already stored" in out
+        assert "skipped (already stored for this env and GPU" in out
 
 
-def test_sigint_stops_after_the_job_in_flight_and_says_how_to_resume(tmp_path, reference):
-    db = f"sqlite:///{tmp_path / 'interrupted.db'}"
+def interrupt(tmp_path: Path, db: str, signum: int) -> tuple[set, str]:
+    """Start a sweep, send it signum once the worker is inside a job; the rows it stored and its stderr."""
     process = start_sweep(tmp_path, db)
     progress = None
     deadline = time.monotonic() + 120
@@ -96,21 +96,32 @@ def test_sigint_stops_after_the_job_in_flight_and_says_how_to_resume(tmp_path, r
         time.sleep(0.05)
     assert progress is not None, "the worker never started a job"
     started = len(progress.read_text().split())
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     out, err = process.communicate(timeout=120)
 
     assert process.returncode == 130, err
+    assert err.startswith("stopping after the job(s) in flight (matmul-small/eager/fp32/b")
     assert "to resume, run the same command again: mlcbench sweep --suite tiny" in err
     rows = final_rows(db)
     assert started <= len(rows) < TINY_JOBS  # the job in flight was finished and stored, the rest not started
     assert all(status == "ok" for *_, status in rows)
     assert wait_until_no_workers(tmp_path) == []
+    return rows, err
+
+
+def test_sigint_stops_after_the_job_in_flight_and_says_how_to_resume(tmp_path, reference):
+    db = f"sqlite:///{tmp_path / 'interrupted.db'}"
+    rows, _ = interrupt(tmp_path, db, signal.SIGINT)
 
     process = start_sweep(tmp_path, db)
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
     assert final_rows(db) == reference
-    assert f"{len(rows)} job(s) skipped" in out
+    assert f"· {len(rows)} skipped (already stored" in out
+
+
+def test_sigterm_stops_like_ctrl_c(tmp_path, reference):
+    interrupt(tmp_path, f"sqlite:///{tmp_path / 'terminated.db'}", signal.SIGTERM)
 
 
 @pytest.mark.docker

@@ -1,0 +1,64 @@
+"""The sweep tells the truth at the end: a closing line with the counts, the store and how to see the failures; exit
+code 0 only when nothing failed; empty filters refused; --version; result tables readable in 80 columns."""
+
+import re
+
+from rich.console import Console
+from typer.testing import CliRunner
+
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.errors import ExitCode
+from mlcbench.orchestrator.reports.tables import results_table
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from tests.orchestrator.stores import JOB, tagged
+from tests.orchestrator.test_store_history import KillingRuntime
+
+runner = CliRunner()
+TINY = ["sweep", "--suite", "tiny", "--model", "matmul-small"]
+
+
+def test_a_sweep_with_failures_says_so_at_the_end_and_exits_3(tmp_path, monkeypatch):
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0))
+    ok = runner.invoke(app, [*TINY, "--batch-size", "1", "--batch-size", "2", "--db", db, "--workdir", str(tmp_path / "w")])
+    assert ok.exit_code == ExitCode.OK, ok.output
+    assert ok.stdout.strip().splitlines()[-1] == f"2 ok · 0 unsupported · 0 failed/oom/timeout/crashed; store {db}"
+
+    monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: KillingRuntime(env))
+    failed = runner.invoke(app, [*TINY, "--db", db, "--workdir", str(tmp_path / "w")])
+    assert failed.exit_code == ExitCode.JOBS_FAILED, failed.output
+    last = failed.stdout.strip().splitlines()[-1]
+    assert last.startswith("0 ok · 0 unsupported · 2 failed/oom/timeout/crashed · 2 skipped (already stored")
+    assert last.endswith(f"see why: mlcbench results --db {db} --status failed,oom,timeout,crashed")
+    listed = runner.invoke(app, ["results", "--db", db, "--status", "failed,oom,timeout,crashed"])
+    assert listed.exit_code == 0 and "2 stored result(s)" in listed.output
+
+
+def test_empty_filters_are_refused_not_everything(mlcbench):
+    for option in ("--workflow", "--env", "--model"):
+        done = mlcbench("sweep", option, "")
+        assert done.returncode == ExitCode.USAGE and f"error: {option} '' has an empty name" in done.stderr
+    done = mlcbench("results", "--status", "ok,")
+    assert done.returncode == ExitCode.USAGE and "--status 'ok,' has an empty name" in done.stderr
+
+
+def test_version(mlcbench):
+    done = mlcbench("--version")
+    assert done.returncode == 0 and re.fullmatch(r"mlcbench \d+\.\d+\.\d+\S*\n", done.stdout)
+
+
+def test_the_results_table_stays_readable_in_80_columns():
+    long_reason = "RuntimeError: inductor lowering failed for aten.mm because the shapes were dynamic after all"
+    job = JOB.model_copy(update={"model": "ffn-multilayer-tinyllama", "workflow": "torch_compile_tensorrt"})
+    results = [tagged(JOB), tagged(job, "failed", reason=long_reason), tagged(JOB, env="triton-2504")]
+    narrow = Console(width=80, record=True)
+    narrow.print(results_table(results, "stored"))
+    text = narrow.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for word in ("matmul-small", "ffn-multilayer-tinyllama", "torch_compile_tensorrt", "triton-2504", "failed",
+                 "status", "lowering"):
+        assert word in text  # never folded inside a word
+    wide = Console(width=250, record=True)
+    wide.print(results_table(results, "stored"))
+    assert "│ ffn-multilayer-tinyllama │ torch_compile_tensorrt │" in wide.export_text()
