@@ -67,11 +67,13 @@ def plan(options: SweepOptions, store: Store) -> list[EnvPlan]:
 
 
 def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] = None,
-        runtime_factory: Optional[RuntimeFactory] = None, stop: Optional[StopRequest] = None) -> SweepReport:
+        runtime_factory: Optional[RuntimeFactory] = None, stop: Optional[StopRequest] = None,
+        plans: Optional[list[EnvPlan]] = None) -> SweepReport:
+    """plans: what to run when already planned (a Slurm array task runs its share of a sweep planned at submission)."""
     listener = listener or SweepListener()
     runtime_factory = runtime_factory or make_runtime
     stop = stop or StopRequest()
-    plans = plan(options, store)
+    plans = plan(options, store) if plans is None else plans
     report = SweepReport(skipped=sum(p.skipped for p in plans))
     listener.planned(sum(len(p.to_run) + len(p.unsupported) for p in plans), report.skipped)
     writer = _ResultWriter(store, report, listener, options.sweep_id, {p.env.name: p.config_key for p in plans})
@@ -118,7 +120,7 @@ def _run_env(env: EnvSpec, jobs: list[JobSpec], options: SweepOptions, runtime_f
         for gpu in options.target.gpus or (None,):
             runtimes.append((gpu, runtime_factory(env, options, gpu)))
         units: queue.SimpleQueue[tuple[int, list[JobSpec]]] = queue.SimpleQueue()
-        for index, unit in enumerate(_work_units(runtimes[0][1], jobs, len(runtimes))):
+        for index, unit in enumerate(work_units(runtimes[0][1].isolate_groups, jobs, len(runtimes))):
             units.put((index, unit))
         for gpu, runtime in runtimes:
             thread = threading.Thread(target=_worker_loop, name=f"worker-gpu{gpu.index if gpu else '-'}", daemon=True,
@@ -170,12 +172,12 @@ def _on_gpu(result: Result, gpu: Optional[GpuInfo]) -> Result:
     return result.model_copy(update={"provenance": result.provenance.model_copy(update={"gpu": merged})})
 
 
-def _work_units(runtime: Runtime, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
+def work_units(isolate_groups: bool, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
     """How jobs are shared out: one container per (model, workflow) group where the runtime isolates groups, else
     chunks of shrinking size (guided self-scheduling: each takes 1/workers of the jobs left), so that few worker
     start-ups are paid and GPUs that finish early take over the short last chunks; the jobs of a workflow that takes
     over its process (OWN_WORKER_WORKFLOWS) get a worker of their own. Largest first."""
-    if runtime.isolate_groups:
+    if isolate_groups:
         ordered = sorted(jobs, key=lambda job: (job.model, job.workflow))
         units = [list(group) for _, group in itertools.groupby(ordered, key=lambda job: (job.model, job.workflow))]
         return sorted(units, key=len, reverse=True)

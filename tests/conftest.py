@@ -1,11 +1,15 @@
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 REPO = Path(__file__).resolve().parents[1]
+POSTGRES_URL = os.environ.get("MLCBENCH_TEST_POSTGRES_URL")
+NO_POSTGRES = "MLCBENCH_TEST_POSTGRES_URL is unset; run `eval \"$(bash .ci/postgres-setup.sh | tail -1)\"` first"
 
 
 @pytest.fixture
@@ -18,3 +22,19 @@ def mlcbench(tmp_path):
                               env={**os.environ, **(env or {})})
 
     return run
+
+
+@pytest.fixture
+def schema_url():
+    """A fresh PostgreSQL schema per test (search_path), dropped afterwards: tests never see each other's rows."""
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f"CREATE SCHEMA {name}"))
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{name}"
+    with admin.begin() as connection:
+        connection.execute(text(f"DROP SCHEMA {name} CASCADE"))
+    admin.dispose()

@@ -3,6 +3,7 @@
 import shlex
 import sys
 from collections import Counter
+from enum import Enum
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Optional, get_args
@@ -11,10 +12,12 @@ import typer
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly, split, warn_unreadable
+from mlcbench.orchestrator.cli.cluster import submit_sweep
 from mlcbench.orchestrator.envs import load_env
-from mlcbench.orchestrator.errors import ExitCode
+from mlcbench.orchestrator.errors import ExitCode, UsageError
 from mlcbench.orchestrator.gpu import detect, resolve_target
 from mlcbench.orchestrator.planner import Filters
+from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.suites import SUITES, default_suite, get_suite
@@ -28,6 +31,16 @@ app = typer.Typer(help="Which ML-compiler workflow is fastest for your model on 
                        "and does it still give the right answer?", no_args_is_help=True, add_completion=False)
 
 DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
+SLURM_PANEL = "Slurm (--runtime slurm)"
+
+
+def SlurmOption(help: str, *names: str):
+    return Annotated[Optional[str], typer.Option(*names, help=help, rich_help_panel=SLURM_PANEL)]
+
+
+class Runtime(str, Enum):
+    local = "local"
+    slurm = "slurm"
 
 
 @app.command()
@@ -46,11 +59,32 @@ def sweep(
     batch_size: Annotated[Optional[list[int]], typer.Option(help="only these batch sizes")] = None,
     workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = Path.home() / ".cache" / "mlcbench",
+    runtime: Annotated[Runtime, typer.Option(
+        help="local: run here; slurm: submit as one Slurm job array (--db must be a server every node reaches, "
+             "--workdir and this interpreter must be on a filesystem they share)")] = Runtime.local,
+    partition: SlurmOption("Slurm partition") = None,
+    gres: SlurmOption("generic resources per array task, e.g. gpu:1") = None,
+    time_limit: SlurmOption("time limit per array task, e.g. 2:00:00", "--time") = None,
+    cpus_per_task: Annotated[Optional[int], typer.Option(help="CPUs per array task", min=1,
+                                                         rich_help_panel=SLURM_PANEL)] = None,
+    array_parallelism: Annotated[Optional[int], typer.Option(
+        help=f"array tasks running at once; the jobs are cut into tasks for that many (default "
+             f"{DEFAULT_TASKS_AT_ONCE}, no limit)", min=1, rich_help_panel=SLURM_PANEL)] = None,
+    sbatch_arg: Annotated[Optional[list[str]], typer.Option(
+        help="any other sbatch option, as one word: --sbatch-arg=--account=ml (repeatable)",
+        rich_help_panel=SLURM_PANEL)] = None,
 ) -> None:
     """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
     (twice: at once); running the same command again resumes. Exit code: 0 every job ended ok or unsupported, 3 some
     did not (failed, crashed, oom, timeout), 130 interrupted, 2 a mistake in the command, 1 the environment failed."""
-    target = resolve_target(gpu, detect(), force_gpu_tag, gpus)
+    if runtime is Runtime.slurm:
+        if gpu is None or gpus is not None:
+            raise UsageError("--runtime slurm: name the nodes' GPU with --gpu TAG (cpu for CPU nodes) and ask Slurm "
+                             "for GPUs with --gres gpu:N, not --gpus")
+        target = catalog_target(gpu)
+        refuse_sqlite(db)
+    else:
+        target = resolve_target(gpu, detect(), force_gpu_tag, gpus)
     options = sweeping.SweepOptions(
         suite=get_suite(suite or default_suite(target.device)), env_names=list(split(env, "--env")) or ["local"],
         target=target, filters=Filters(models=split(model, "--model"), workflows=split(workflow, "--workflow"),
@@ -63,6 +97,11 @@ def sweep(
     store = Store(db)
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{target.tag}[/] ({target.device}), "
                   f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
+    if runtime is Runtime.slurm:
+        sbatch = SbatchOptions(partition=partition, gres=gres, time=time_limit, cpus_per_task=cpus_per_task,
+                              array_parallelism=array_parallelism, extra=tuple(sbatch_arg or ()))
+        submit_sweep(options, store, sbatch, force_gpu_tag)
+        return
     stop = StopRequest()
     try:
         with ProgressListener() as listener, sweeping.stop_on_sigint(stop, on_first=listener.stopping):
@@ -140,11 +179,12 @@ def suites() -> None:
 
 
 def _register_commands() -> None:
-    """Commands that live in their own modules (env images, reports)."""
-    from mlcbench.orchestrator.cli import envs, reports
+    """Commands that live in their own modules (env images, reports, Slurm sweeps)."""
+    from mlcbench.orchestrator.cli import cluster, envs, reports
 
     envs.register(app)
     reports.register(app)
+    cluster.register(app)
 
 
 _register_commands()

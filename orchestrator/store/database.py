@@ -20,6 +20,7 @@ from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, St
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.pool import NullPool
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.schema import FINAL_STATUSES, Result
@@ -88,10 +89,12 @@ Filter = Optional[Iterable[str] | str]
 
 
 class Store:
-    def __init__(self, url: str = DEFAULT_DB):
+    def __init__(self, url: str = DEFAULT_DB, *, pooled: bool = True):
+        """pooled=False: a connection per transaction, closed after it, so that hundreds of processes writing now
+        and then (Slurm array tasks) do not each hold a server connection open between their writes."""
         self.url = url
         self.safe_url = safe_url(url)
-        self.engine = open_engine(url)
+        self.engine = open_engine(url, pooled)
         migrate(self.engine)
         # row id -> why its stored result could not be read: rows the reads so far skipped
         self.unreadable: dict[int, str] = {}
@@ -152,12 +155,12 @@ def _preference(row: ResultRow, result: Result) -> tuple:
     return (result.status == "ok", result.status in FINAL_STATUSES, moment, row.id)
 
 
-def open_engine(url: str) -> Engine:
+def open_engine(url: str, pooled: bool = True) -> Engine:
     """An engine whose database answers; any failure is a UsageError that names the URL."""
     try:
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url)
+        engine = create_engine(url) if pooled else create_engine(url, poolclass=NullPool)
     except ArgumentError:
         raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL "
                          f"(e.g. sqlite:///results/mlcbench.db, postgresql+psycopg://user:password@host/db)") from None

@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
 
 import pytest
 from alembic import command
@@ -14,27 +13,12 @@ from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.database import ResultRow, _alembic_config, _columns
 from tests.orchestrator.stores import HEAD, tagged
 from mlcbench.schema import JobSpec, Result
+from tests.conftest import NO_POSTGRES, POSTGRES_URL
 
-POSTGRES_URL = os.environ.get("MLCBENCH_TEST_POSTGRES_URL")
 pytestmark = [
     pytest.mark.postgres,
-    pytest.mark.skipif(not POSTGRES_URL, reason="MLCBENCH_TEST_POSTGRES_URL is unset; "
-                                                "run `eval \"$(bash .ci/postgres-setup.sh | tail -1)\"` first"),
+    pytest.mark.skipif(not POSTGRES_URL, reason=NO_POSTGRES),
 ]
-
-
-@pytest.fixture
-def schema_url():
-    """A fresh PostgreSQL schema per test (search_path), dropped afterwards: tests never see each other's rows."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f"CREATE SCHEMA {name}"))
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{name}"
-    with admin.begin() as connection:
-        connection.execute(text(f"DROP SCHEMA {name} CASCADE"))
-    admin.dispose()
 
 
 def test_put_keeps_every_attempt_and_the_cell_result_is_the_ok_one(schema_url):
