@@ -31,6 +31,7 @@ from mlcbench.orchestrator.store import Store
 from mlcbench.schema import FINAL_STATUSES, GPUS, EnvSpec, GpuInfo, JobSpec, Result, Suite
 
 PLAN_FILE = "plan.json"
+JOB_NAME = "mlcbench"
 # how many tasks at once the jobs are cut for (guided self-scheduling) when --array-parallelism does not say
 DEFAULT_TASKS_AT_ONCE = 16
 SLURM_COMMAND_TIMEOUT_S = 60
@@ -125,6 +126,7 @@ def submit(options: sweeping.SweepOptions, store: Store, sbatch: SbatchOptions, 
     refuse_sqlite(store.url)
     if shutil.which("sbatch") is None:
         raise UsageError("--runtime slurm: no sbatch on PATH; submit from a host of the Slurm cluster")
+    _refuse_overlap(options)
     planned = sweeping.plan(options, store)
     # the unsupported jobs are stored here, through the one sweep code path; the rest becomes array tasks
     report = sweeping.run(options, store, listener, plans=[
@@ -141,12 +143,29 @@ def submit(options: sweeping.SweepOptions, store: Store, sbatch: SbatchOptions, 
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_plan(path, plan)
     array = f"0-{len(tasks) - 1}" + (f"%{sbatch.array_parallelism}" if sbatch.array_parallelism else "")
-    submitted = _slurm(["sbatch", "--parsable", f"--array={array}", "--job-name=mlcbench",
-                        f"--output={path.parent / 'task-%a.log'}", f"--chdir={Path.cwd()}", *sbatch.args(),
-                        "--wrap", shlex.join(["exec", *command(path)])])
+    try:
+        submitted = _slurm(["sbatch", "--parsable", f"--array={array}", f"--job-name={JOB_NAME}",
+                            f"--output={path.parent / 'task-%a.log'}", f"--chdir={Path.cwd()}", *sbatch.args(),
+                            "--wrap", shlex.join(["exec", *command(path)])])
+    except UsageError:
+        path.unlink()
+        raise
     plan = plan.model_copy(update={"array_job_id": submitted.strip().split(";")[0]})
     _write_plan(path, plan)
     return plan, report
+
+
+def _refuse_overlap(options: sweeping.SweepOptions) -> None:
+    """A sweep's jobs that are still queued or running are not in the store yet: submitting the same env and GPU
+    again would run them twice."""
+    queued = set(_slurm(["squeue", "--noheader", "--name", JOB_NAME, "--format", "%F"]).split())
+    for path in options.workdir.resolve().glob(f"slurm-*/{PLAN_FILE}"):
+        earlier = load_plan(path)
+        if (earlier.array_job_id in queued and earlier.gpu_tag == options.target.tag
+                and {task.env for task in earlier.tasks} & set(options.env_names)):
+            raise UsageError(f"Slurm array {earlier.array_job_id} (sweep {earlier.sweep_id}) still runs jobs of this "
+                             f"env and GPU: follow it with `mlcbench status --workdir {options.workdir} --watch`, "
+                             f"or stop it with `scancel {earlier.array_job_id}`, then submit again")
 
 
 def _isolates_groups(env: EnvSpec) -> bool:
@@ -183,6 +202,8 @@ def run_task(path: Path, index: int, runtime_factory: Optional[sweeping.RuntimeF
     """Array task `index` of a plan: its jobs not yet done, run as a local sweep runs them, on the GPUs Slurm gave
     it. SIGTERM (scancel, time limit, preemption) drops the job in flight and ends the task."""
     plan = load_plan(path)
+    if not 0 <= index < len(plan.tasks):
+        raise UsageError(f"array task {index} is not in {path} (tasks 0-{len(plan.tasks) - 1})")
     task = plan.tasks[index]
     store = Store(plan.store_url, pooled=False)
     detected = detect()

@@ -83,6 +83,9 @@ def test_cancelled_task_costs_its_job_in_flight_and_the_resubmitted_rest_matches
 
     second = submit()
     assert [job.job_id for task in second.tasks for job in task.jobs] == [in_flight]
+    again = mlcbench("sweep", *JOBS, "--runtime", "slurm", "--db", schema_url, "--workdir", "work")
+    assert again.returncode == 2, "submitted again while the array still ran"
+    assert f"Slurm array {second.array_job_id} (sweep {second.sweep_id}) still runs" in again.stderr
     assert "1/1 job(s) stored (ok 1); 1 task(s): COMPLETED 1" in watch()
     assert {(job_id, status) for job_id, _, _, status in final_rows(schema_url)} == {
         (job_id, status) for job_id, _, _, status in reference}
