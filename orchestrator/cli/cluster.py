@@ -14,7 +14,6 @@ from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_c
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.runtimes import slurm
 from mlcbench.orchestrator.store import Store
-from mlcbench.orchestrator.store.database import safe_url
 
 WATCH_EVERY_S = 2.0
 
@@ -30,7 +29,7 @@ def submit_sweep(options: sweeping.SweepOptions, store: Store, sbatch: slurm.Sba
         return
     jobs = sum(len(task.jobs) for task in plan.tasks)
     console.print(f"submitted {jobs} job(s) as Slurm array {plan.array_job_id} of {len(plan.tasks)} task(s), sweep "
-                  f"{plan.sweep_id}; results go to {safe_url(store.url)}\n"
+                  f"{plan.sweep_id}; results go to {store.safe_url}\n"
                   f"follow it: mlcbench status --workdir {options.workdir} --watch")
 
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -22,13 +22,13 @@ from pydantic import BaseModel, ConfigDict, PositiveInt
 from sqlalchemy.engine import make_url
 
 from mlcbench.orchestrator import sweep as sweeping
-from mlcbench.orchestrator.envs import load_env
+from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target
-from mlcbench.orchestrator.planner import EnvPlan
+from mlcbench.orchestrator.planner import EnvPlan, is_final
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import FINAL_STATUSES, GPUS, EnvSpec, GpuInfo, JobSpec, Result, Suite
+from mlcbench.schema import GPUS, EnvSpec, GpuInfo, JobSpec, Result, Suite
 
 PLAN_FILE = "plan.json"
 JOB_NAME = "mlcbench"
@@ -129,8 +129,7 @@ def submit(options: sweeping.SweepOptions, store: Store, sbatch: SbatchOptions, 
     _refuse_overlap(options)
     planned = sweeping.plan(options, store)
     # the unsupported jobs are stored here, through the one sweep code path; the rest becomes array tasks
-    report = sweeping.run(options, store, listener, plans=[
-        EnvPlan(env=p.env, unsupported=p.unsupported, skipped=p.skipped) for p in planned])
+    report = sweeping.run(options, store, listener, plans=[replace(p, to_run=[]) for p in planned])
     tasks_at_once = sbatch.array_parallelism or DEFAULT_TASKS_AT_ONCE
     tasks = [ArrayTask(env=p.env.name, jobs=unit) for p in planned
              for unit in sweeping.work_units(_isolates_groups(p.env), p.to_run, tasks_at_once)]
@@ -211,10 +210,12 @@ def run_task(path: Path, index: int, runtime_factory: Optional[sweeping.RuntimeF
     options = sweeping.SweepOptions(suite=plan.suite, env_names=[task.env], target=target, rerun=plan.rerun,
                                     workdir=path.parent / f"task-{index:04d}", cache_dir=plan.cache_dir,
                                     sweep_id=plan.sweep_id)
+    env = load_env(task.env)
+    key = config_key(env)
     stop = StopRequest()
     with _stop_on_sigterm(stop):
         return sweeping.run(options, store, listener or TaskLog(), runtime_factory, stop,
-                            plans=[EnvPlan(env=load_env(task.env), to_run=_still_due(store, plan, task))])
+                            plans=[EnvPlan(env=env, config_key=key, to_run=_still_due(store, plan, task, key))])
 
 
 def _allocated_gpus() -> Optional[str]:
@@ -223,13 +224,14 @@ def _allocated_gpus() -> Optional[str]:
     return os.environ.get("CUDA_VISIBLE_DEVICES") or None
 
 
-def _still_due(store: Store, plan: ArrayPlan, task: ArrayTask) -> list[JobSpec]:
-    """A task Slurm runs again (requeued after a node failure or preemption) skips what it stored before, and what
+def _still_due(store: Store, plan: ArrayPlan, task: ArrayTask, env_config_key: str) -> list[JobSpec]:
+    """A task that Slurm runs again (requeued after a node failure or preemption) skips what it tried before, and what
     another sweep finished meanwhile."""
-    rows = store.rows(env=task.env, gpu_tag=plan.gpu_tag, job_id=[job.job_id for job in task.jobs])
-    done = {row.job_id for row in rows
-            if row.sweep_id == plan.sweep_id or (not plan.rerun and row.status in FINAL_STATUSES)}
-    return [job for job in task.jobs if job.job_id not in done]
+    ids = [job.job_id for job in task.jobs]
+    tried = {row.job_id for row in store.rows(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids, sweep_id=plan.sweep_id)}
+    cells = {} if plan.rerun else {
+        result.job_id: result for result in store.cells(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids)}
+    return [job for job in task.jobs if job.job_id not in tried and not is_final(cells.get(job.job_id), env_config_key)]
 
 
 @contextmanager

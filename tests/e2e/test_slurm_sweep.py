@@ -4,6 +4,7 @@ a local sweep of the same jobs makes."""
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -43,12 +44,6 @@ def test_sqlite_store_is_refused_before_anything_is_written(mlcbench, tmp_path):
 
 def test_cancelled_task_costs_its_job_in_flight_and_the_resubmitted_rest_matches_a_local_sweep(
         mlcbench, schema_url, tmp_path):
-    local = mlcbench("sweep", *JOBS, "--db", f"sqlite:///{tmp_path / 'local.db'}", "--workdir", "local-work",
-                     "--cache-dir", "local-cache", timeout=300)
-    assert local.returncode == 0, local.stderr
-    reference = final_rows(f"sqlite:///{tmp_path / 'local.db'}")
-    assert len(reference) == 2
-
     def submit() -> ArrayPlan:
         done = mlcbench("sweep", *JOBS, "--runtime", "slurm", "--partition", PARTITION, "--array-parallelism", "2",
                         "--db", schema_url, "--workdir", "work", "--cache-dir", "slurm-cache")
@@ -71,8 +66,16 @@ def test_cancelled_task_costs_its_job_in_flight_and_the_resubmitted_rest_matches
     progress = _wait_for_job_start(tmp_path / "work" / f"slurm-{first.sweep_id}" / f"task-{victim:04d}")
     assert progress.read_text().split() == [first.tasks[victim].jobs[0].job_id]
     subprocess.run(["scancel", f"{first.array_job_id}_{victim}"], check=True, timeout=30)
+    # the same jobs swept on this host, meanwhile, for the store to compare with
+    local = subprocess.Popen([sys.executable, "-m", "mlcbench.orchestrator", "sweep", *JOBS, "--db",
+                              f"sqlite:///{tmp_path / 'local.db'}", "--workdir", "local-work", "--cache-dir",
+                              "local-cache"], cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     states = watch()
     assert "CANCELLED" in states and "COMPLETED" in states
+    local_errors = local.communicate(timeout=300)[1]
+    assert local.returncode == 0, local_errors
+    reference = final_rows(f"sqlite:///{tmp_path / 'local.db'}")
+    assert len(reference) == 2
     assert wait_until_no_workers(tmp_path) == [], "a worker outlived its cancelled task"
 
     rows = {row[0]: row[3] for row in final_rows(schema_url)}
