@@ -1,5 +1,5 @@
-"""Greedy decoding without a KV cache over any forward(input_ids) -> logits callable: every step runs the whole
-sequence so far. For compiled forwards that cannot carry a cache (Torch-TensorRT AOT, torchax)."""
+"""Greedy decoding over a step function. Without a KV cache (GreedyRunner, for compiled forwards that cannot carry
+one: Torch-TensorRT AOT, torchax) every step runs the whole sequence so far; a cached step feeds only the new token."""
 
 from typing import Callable, Optional
 
@@ -7,35 +7,46 @@ import torch
 
 from mlcbench.workers.decode import Generation
 
+# step(ids so far, ids not yet fed) -> logits [batch, vocab] of the last position: the prompt first, then each token
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def greedy_decode(step: Step, input_ids: torch.Tensor, max_new_tokens: int, eos_token_id: Optional[int],
+                  with_logits: bool = False, on_token: Optional[Callable[[], None]] = None,
+                  sync: Optional[Callable[[torch.Tensor], None]] = None) -> Generation:
+    """Exactly max_new_tokens tokens: generate()'s reference forbids EOS until then (min_new_tokens), so this loop
+    does too. `sync` blocks until a token is computed, for steps that run outside torch's CUDA stream."""
+    ids, new = input_ids, input_ids
+    step_logits = []
+    for _ in range(max_new_tokens):
+        logits = step(ids, new).float()  # generate() also picks tokens from fp32 logits
+        if with_logits:
+            step_logits.append(logits)
+        scores = logits
+        if eos_token_id is not None:
+            scores = logits.clone()
+            scores[:, eos_token_id] = float("-inf")
+        new = scores.argmax(dim=-1, keepdim=True).to(ids.dtype)
+        ids = torch.cat([ids, new], dim=1)
+        if on_token is not None:
+            if sync is not None:
+                sync(ids)
+            on_token()
+    tokens = ids[:, input_ids.shape[1]:]
+    return Generation(tokens=tokens, step_logits=torch.stack(step_logits, dim=1) if with_logits else None)
+
 
 class GreedyRunner:
     def __init__(self, forward: Callable[[torch.Tensor], torch.Tensor], eos_token_id: Optional[int] = None,
                  sync: Optional[Callable[[torch.Tensor], None]] = None):
         self.forward = forward
-        # generate()'s reference forbids EOS until max_new_tokens (min_new_tokens): do the same so tokens match
         self.eos_token_id = eos_token_id
-        # blocks until a token is computed, for forwards that run outside torch's CUDA stream (per-token timing)
         self.sync = sync
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
                  on_token: Optional[Callable[[], None]] = None) -> Generation:
-        ids = input_ids
-        step_logits = []
-        for _ in range(max_new_tokens):
-            logits = self.forward(ids)[:, -1, :].float()  # generate() also picks tokens from fp32 logits
-            if with_logits:
-                step_logits.append(logits)
-            scores = logits
-            if self.eos_token_id is not None:
-                scores = logits.clone()
-                scores[:, self.eos_token_id] = float("-inf")
-            ids = torch.cat([ids, scores.argmax(dim=-1, keepdim=True).to(ids.dtype)], dim=1)
-            if on_token is not None:
-                if self.sync is not None:
-                    self.sync(ids)
-                on_token()
-        tokens = ids[:, input_ids.shape[1]:]
-        return Generation(tokens=tokens, step_logits=torch.stack(step_logits, dim=1) if with_logits else None)
+        return greedy_decode(lambda ids, _: self.forward(ids)[:, -1, :], input_ids, max_new_tokens,
+                             self.eos_token_id, with_logits, on_token, self.sync)
 
 
 class LogitsOnly(torch.nn.Module):

@@ -1,7 +1,17 @@
-"""ONNX Runtime on whatever this build offers: the CUDA EP with IO binding for GPU jobs, the CPU EP for CPU jobs."""
+"""ONNX Runtime on whatever this build offers: the CUDA EP for GPU jobs, the CPU EP for CPU jobs; static shapes.
+LLMs: the decoder exported with its KV cache as inputs and outputs, greedy decode through IO binding."""
 
+from mlcbench.workers.stacks import onnx_decoder
+from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
 from mlcbench.workers.workflows.base import Workflow
-from mlcbench.workers.stacks.onnx_export import export_onnx, require_provider, runner, session
+
+
+def _providers(ctx) -> list:
+    if ctx.device.type == "cuda":
+        require_provider("CUDAExecutionProvider")
+        return [cuda_provider(ctx), "CPUExecutionProvider"]
+    require_provider("CPUExecutionProvider")
+    return ["CPUExecutionProvider"]
 
 
 class OnnxRuntime(Workflow):
@@ -9,8 +19,9 @@ class OnnxRuntime(Workflow):
     requires = ("onnxruntime", "onnxscript")
 
     def compile_module(self, module, inputs, ctx):
-        provider = "CUDAExecutionProvider" if ctx.device.type == "cuda" else "CPUExecutionProvider"
-        require_provider(provider)
-        path = export_onnx(module, inputs, ctx)
-        sess = session(path, [provider], ctx)
+        providers = _providers(ctx)
+        sess = session(export_synthetic(module, inputs, ctx), providers, ctx)
         return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
+
+    def prepare_llm(self, model, ctx):
+        return onnx_decoder.prepare(model, _providers(ctx), ctx)

@@ -1,7 +1,9 @@
-"""ONNX Runtime's CUDA execution provider on an export with dynamic batch and sequence axes, IO binding by default."""
+"""ONNX Runtime's CUDA execution provider on an export with dynamic batch and sequence axes, IO binding by default.
+LLMs: the decoder exported with its KV cache as inputs and outputs, greedy decode through IO binding."""
 
-from mlcbench.workers.workflows.base import Unsupported, Workflow
-from mlcbench.workers.stacks.onnx_export import export_onnx, require_provider, runner, session
+from mlcbench.workers.stacks import onnx_decoder
+from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
+from mlcbench.workers.workflows.base import Workflow
 
 
 class OnnxRuntimeCUDA(Workflow):
@@ -10,12 +12,11 @@ class OnnxRuntimeCUDA(Workflow):
 
     def compile_module(self, module, inputs, ctx):
         require_provider("CUDAExecutionProvider")
-        path = export_onnx(module, inputs, ctx, dynamic_batch_and_sequence=True)
-        providers = [("CUDAExecutionProvider", {"device_id": ctx.device.index or 0}), "CPUExecutionProvider"]
-        sess = session(path, providers, ctx)
+        path = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
+        sess = session(path, [cuda_provider(ctx), "CPUExecutionProvider"], ctx)
         ctx.settings["accumulation"] = "fp32"  # the CUDA EP runs fp16 GEMMs with fp32 compute (cuBLAS 32F)
         return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
 
     def prepare_llm(self, model, ctx):
-        raise Unsupported("onnxruntime_cuda: LLMs need an ONNX export with KV-cache inputs and outputs, which this "
-                          "worker does not produce")
+        require_provider("CUDAExecutionProvider")
+        return onnx_decoder.prepare(model, [cuda_provider(ctx), "CPUExecutionProvider"], ctx)

@@ -6,7 +6,7 @@ cached in the env cache so a later job with the same model and shapes loads them
 import torch
 
 from mlcbench.workers.workflows.base import Unsupported, Workflow
-from mlcbench.workers.stacks.onnx_export import export_onnx, require_provider, runner, session
+from mlcbench.workers.stacks.onnx_export import export_synthetic, require_provider, runner, session
 
 WORKSPACE_BYTES = 8 << 30
 
@@ -31,7 +31,7 @@ class OnnxRuntimeTensorRT(Workflow):
             raise Unsupported("onnxruntime_trt: bf16 needs the TensorRT EP's bf16 mode and bf16 IO binding, which "
                               "this adapter does not set up")
         require_provider("TensorrtExecutionProvider")
-        path = export_onnx(module, inputs, ctx, dynamic_batch_and_sequence=True)
+        path = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
         fp16 = ctx.dtype == torch.float16
         engines = ctx.cache_dir / "trt_engines"
         engines.mkdir(parents=True, exist_ok=True)
