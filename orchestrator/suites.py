@@ -1,15 +1,25 @@
-"""The built-in suites. `paper` is the study's grid; `smoke` the same kinds of model scaled down for a CPU."""
+"""The built-in suites. `paper` is the study's grid; `smoke` the same kinds of model scaled down for a CPU; `ort`
+ONNX Runtime on a GPU; `crossgen` what one GPU generation gains over the next."""
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.schema import Suite, SuiteEntry
+from mlcbench.schema import WORKFLOWS, Suite, SuiteEntry, WorkflowOptions
 
 SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
 SYNTHETIC_WORKFLOWS = ["eager", "torch_compile", "aot_inductor", "onnxruntime", "onnxruntime_cuda",
                        "onnxruntime_trt", "torch_compile_tensorrt", "torch_tensorrt", "torch_compile_openxla",
                        "torchax"]
-LLM_WORKFLOWS = ["eager", "torch_compile", "torch_compile_forward", "torch_compile_static", "torch_compile_tensorrt", "torch_tensorrt",
-                 "tensorrt_llm", "torch_compile_openxla", "torchax"]
+LLM_WORKFLOWS = ["eager", "torch_compile", "torch_compile_forward", "torch_compile_static", "onnxruntime_cuda",
+                 "torch_compile_tensorrt", "torch_tensorrt", "tensorrt_llm", "torch_compile_openxla", "torchax"]
 PAPER_BATCHES = [1, 4, 16, 64]
+LLMS = ["tinyllama-1.1b", "llama2-7b"]
+FFNS = [f"{arch}-{dims}" for dims in ("tinyllama", "llama2") for arch in ("ffn", "ffn-multilayer")]
+# the whole-step compiled decode loop, once the catalog has it
+CROSSGEN_LLM_WORKFLOWS = [w for w in ("eager", "torch_compile_static", "torch_compile_decode") if w in WORKFLOWS]
+
+
+def _both_half_precisions(**entry) -> list[SuiteEntry]:
+    return [SuiteEntry(precision=precision, **entry) for precision in ("fp16", "bf16")]
+
 
 SUITES: dict[str, Suite] = {
     "paper": Suite(
@@ -36,6 +46,35 @@ SUITES: dict[str, Suite] = {
             SuiteEntry(models=["llama-2layer"], workflows=["eager", "torch_compile", "torch_compile_forward",
                                                                 "torch_compile_static"],
                        batch_sizes=[1], output_len=8, warmup=1, repeats=3, timeout_s=300),
+        ],
+    ),
+    "ort": Suite(
+        name="ort",
+        description="ONNX Runtime's CUDA EP beside eager on the FFN models at both dims, fp16 and bf16, IO binding on "
+                    "and off; the static-shape export at b1/b64; TinyLlama decoded through its ONNX KV-cache graph",
+        entries=[
+            *_both_half_precisions(models=FFNS, workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1, 16, 64],
+                                   warmup=10, repeats=50, timeout_s=600),
+            *_both_half_precisions(models=FFNS, workflows=["onnxruntime_cuda"], batch_sizes=[1, 64], warmup=10,
+                                   repeats=50, timeout_s=600, options=WorkflowOptions(io_binding=False)),
+            *_both_half_precisions(models=["ffn-llama2"], workflows=["onnxruntime"], batch_sizes=[1, 64], warmup=10,
+                                   repeats=50, timeout_s=600),
+            SuiteEntry(models=["tinyllama-1.1b"], workflows=["onnxruntime_cuda"], batch_sizes=[1, 16, 64], warmup=2,
+                       repeats=5, timeout_s=1200),
+            # fp16 too: the CUDA EP lacks bf16 kernels for some ops, and this row tells the path from the dtype
+            SuiteEntry(models=["tinyllama-1.1b"], workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1],
+                       precision="fp16", warmup=2, repeats=5, timeout_s=1200),
+        ],
+    ),
+    "crossgen": Suite(
+        name="crossgen",
+        description="one GPU generation against the next: both LLMs (eager and compiled decode) and the FFN models, "
+                    "batch 1/16/64; run it on each GPU into one store, then `mlcbench compare --gpu A --gpu B`",
+        entries=[
+            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 16, 64], warmup=10,
+                       repeats=50, timeout_s=600),
+            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1, 16, 64], warmup=1, repeats=3,
+                       timeout_s=1200),
         ],
     ),
     "tiny": Suite(

@@ -10,7 +10,8 @@ from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
 from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
-from mlcbench.orchestrator.reports.terminal import comparison_table
+from mlcbench.orchestrator.reports.crossgen import generation_rows
+from mlcbench.orchestrator.reports.terminal import comparison_table, generation_table
 from mlcbench.orchestrator.store import DEFAULT_DB, Store, safe_url
 from mlcbench.schema import Result
 
@@ -95,6 +96,9 @@ def compare(
         return
     comparison = compare_rows(perf_rows(results), axis, first, second)  # type: ignore[arg-type]
     console.print(comparison_table(comparison))
+    generations = generation_rows(comparison)
+    if generations:
+        console.print(generation_table(generations, first, second))
     compared = sum(1 for row in comparison.rows if row.ratio is not None)
     console.print(f"{compared} of {len(comparison.rows)} row(s) ran ok on both sides")
 

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import FixedLocator, LogFormatter, NullLocator, ScalarFormatter  # noqa: E402
 
+from mlcbench.orchestrator.reports.crossgen import GenerationRow, generation_rows  # noqa: E402
 from mlcbench.orchestrator.reports.data import Comparison, PerfRow, peak_tflops, workflow_order  # noqa: E402
 from mlcbench.orchestrator.reports.report import Report  # noqa: E402
 
@@ -95,12 +96,39 @@ def _comparison_figure(comparison: Comparison, out_dir: Path) -> Figure:
     return Figure("compare", title, filename)
 
 
+def _generation_figure(rows: list[GenerationRow], comparison: Comparison, out_dir: Path) -> Figure:
+    """Each workflow's gain from one GPU to the other per batch size, with its interval, against the two lines the
+    hardware predicts: the ratio of bandwidths (memory-bound) and of peaks (compute-bound)."""
+    figure, axes = plt.subplots(figsize=(8, max(2.8, 0.3 * len(rows) + 1.4)))
+    positions = range(len(rows))
+    errors = [[row.ratio - row.low for row in rows], [row.high - row.ratio for row in rows]]
+    axes.barh(positions, [row.ratio for row in rows], xerr=errors, color="#4878a8", capsize=3)
+    axes.set_yticks(positions, [f"{row.kind}: {row.workflow} b{row.batch} ({row.cells})" for row in rows], fontsize=7)
+    axes.invert_yaxis()
+    for expected in sorted({row.expected for row in rows}, key=lambda e: (e.bandwidth, e.peak)):
+        axes.axvline(expected.bandwidth, color="#c44e52", linestyle="--",
+                     label=f"bandwidth ratio {expected.bandwidth:.2f}× (memory-bound)")
+        axes.axvline(expected.peak, color="grey", linestyle=":", label=f"peak ratio {expected.peak:.2f}× (compute-bound)")
+    axes.set_xlabel(f"{comparison.second} / {comparison.first}: geometric mean over the models (95 % interval)")
+    title = f"{comparison.second} vs {comparison.first}: what each workflow gains"
+    axes.set_title(title)
+    axes.legend(fontsize=7, loc="lower right")
+    filename = f"generations-{_slug(comparison.first)}-vs-{_slug(comparison.second)}.png"
+    _save(figure, out_dir, filename)
+    return Figure("compare", title, filename)
+
+
 def write_figures(report: Report, out_dir: Path) -> list[Figure]:
-    """Throughput (LLM) and TFLOPS (synthetic) vs batch per model and GPU, and one bar chart per comparison."""
+    """Throughput (LLM) and TFLOPS (synthetic) vs batch per model and GPU, one bar chart per comparison, and for two
+    GPUs each workflow's gain against the bandwidth and peak ratios."""
     groups: dict[tuple[str, str, str], list[PerfRow]] = defaultdict(list)
     for row in report.perf:
         groups[(row.kind, row.model, row.gpu)].append(row)
     figures = [_performance_figure(rows, model, gpu, out_dir)
                for (_, model, gpu), rows in sorted(groups.items()) if any(row.value is not None for row in rows)]
     figures += [_comparison_figure(comparison, out_dir) for comparison in report.comparisons]
+    for comparison in report.comparisons:
+        rows = generation_rows(comparison)
+        if rows:
+            figures.append(_generation_figure(rows, comparison, out_dir))
     return figures

@@ -5,6 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mlcbench.orchestrator.reports import fmt
+from mlcbench.orchestrator.reports.crossgen import GenerationRow
 from mlcbench.orchestrator.reports.data import Comparison, PerfRow, SupportMatrix, ThroughputTable
 from mlcbench.orchestrator.reports.p3 import RUBRIC
 from mlcbench.orchestrator.reports.report import Report
@@ -60,6 +61,18 @@ def comparison_table(comparison: Comparison) -> Table:
                       fmt.number(row.first, 2) if row.first is not None else row.first_status or "not run",
                       fmt.number(row.second, 2) if row.second is not None else row.second_status or "not run",
                       fmt.ratio(row.ratio))
+    return table
+
+
+def generation_table(rows: list[GenerationRow], first: str, second: str) -> Table:
+    table = Table(title=f"{second} / {first} per workflow: the gain against the ratios of bandwidth and of peak")
+    for name, justify in [("kind", "left"), ("workflow", "left"), ("batch", "right"), ("cells", "right"),
+                          ("gain", "right"), ("bandwidth ratio", "right"), ("peak ratio", "right"),
+                          ("what bounds it", "left")]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(row.kind, row.workflow, str(row.batch), str(row.cells), row.gain(),
+                      fmt.ratio(row.expected.bandwidth), fmt.ratio(row.expected.peak), row.verdict)
     return table
 
 

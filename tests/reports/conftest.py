@@ -11,6 +11,7 @@ from mlcbench.schema import Correctness, GpuInfo, JobSpec, Metrics, Provenance, 
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 GPU_INFO = {"h100": GpuInfo(name="NVIDIA H100 80GB HBM3", driver="580.1"),
+            "h200": GpuInfo(name="NVIDIA H200", driver="580.1"),
             "rtx4090": GpuInfo(name="NVIDIA GeForce RTX 4090", driver="575.2")}
 DIGEST = {"local": None, "triton-2504": "sha256:" + "ab" * 32}
 TORCH = {"local": "2.11.0", "triton-2504": "2.7.0a0"}

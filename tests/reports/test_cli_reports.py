@@ -55,7 +55,8 @@ def test_html_report_writes_every_figure_and_references_only_local_files(store_p
     sources = re.findall(r'<img src="([^"]+)"', page)
     expected = {"llm-tinyllama-1-1b-h100.png", "llm-tinyllama-1-1b-rtx4090.png", "llm-llama2-7b-h100.png",
                 "llm-llama2-7b-rtx4090.png", "synthetic-ffn-tinyllama-h100.png",
-                "compare-gpu-h100-vs-rtx4090.png", "compare-env-local-vs-triton-2504.png"}
+                "compare-gpu-h100-vs-rtx4090.png", "compare-env-local-vs-triton-2504.png",
+                "generations-h100-vs-rtx4090.png"}
     assert set(sources) == expected
     for name in expected:
         data = (out / name).read_bytes()

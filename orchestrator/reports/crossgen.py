@@ -1,0 +1,94 @@
+"""Two GPUs of two generations: how much each workflow gains, against what the hardware alone predicts.
+
+A workflow bound by memory bandwidth gains the ratio of the GPUs' bandwidths; one bound by compute gains the ratio of
+their peaks; one bound by the host (Python, launches) gains neither, or whatever the hosts differ by. Between the
+H100 and the H200 (same chip, 3.35 vs 4.8 TB/s, the same peaks) the two predictions are 1.43x and 1.0x, so where a
+workflow lands between them says what bounds it."""
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Optional
+
+from mlcbench.orchestrator.reports.data import Comparison, CompareRow, workflow_order
+from mlcbench.schema import GPUS, MODELS
+
+
+@dataclass(frozen=True)
+class Prediction:
+    bandwidth: float  # second / first
+    peak: float
+
+
+def prediction(first: str, second: str, precision: str) -> Optional[Prediction]:
+    a, b = GPUS.get(first), GPUS.get(second)
+    if a is None or b is None:
+        return None
+    peak_a, peak_b = a.peak_tflops(precision), b.peak_tflops(precision)
+    if not peak_a or not peak_b:
+        return None
+    return Prediction(bandwidth=b.bandwidth_gbs / a.bandwidth_gbs, peak=peak_b / peak_a)
+
+
+def _cell(row: CompareRow) -> Optional[tuple[float, float, float]]:
+    """The cell's ratio with its 95 % interval (the ratio itself at both ends where the cell has no interval)."""
+    if row.ratio is None:
+        return None
+    return row.ratio, row.ratio, row.ratio
+
+
+def verdict(low: float, high: float, expected: Prediction) -> str:
+    """Which prediction the gain follows, judged on a log scale around their geometric midpoint."""
+    if math.isclose(expected.bandwidth, expected.peak, rel_tol=0.05):
+        return "no verdict: the two GPUs' bandwidth and peak ratios are alike"
+    bandwidth_side = expected.bandwidth > expected.peak
+    midpoint = math.sqrt(expected.bandwidth * expected.peak)
+    above, below = low > midpoint, high < midpoint
+    if (above and bandwidth_side) or (below and not bandwidth_side):
+        beyond = low > expected.bandwidth * 1.05 if bandwidth_side else high < expected.bandwidth / 1.05
+        return "beyond the bandwidth ratio: the hosts or clocks differ" if beyond else "memory-bound"
+    if above or below:
+        return "not memory-bound: follows the peaks (compute) or neither (host)"
+    return "between the two: mixed, or noise"
+
+
+@dataclass(frozen=True)
+class GenerationRow:
+    """One workflow at one batch size over the models of one kind: the geometric mean of the cells' ratios, with the
+    geometric means of their interval ends (wider than the mean's own interval: a conservative bound)."""
+
+    kind: str
+    workflow: str
+    batch: int
+    cells: int
+    ratio: float
+    low: float
+    high: float
+    expected: Prediction
+    verdict: str
+
+    def gain(self) -> str:
+        interval = "" if self.low == self.high else f" [{self.low:.2f}–{self.high:.2f}]"
+        return f"{self.ratio:.2f}×{interval}"
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def generation_rows(comparison: Comparison) -> list[GenerationRow]:
+    """Per workflow, model kind and batch size: the gain from comparison.first to comparison.second, or nothing when
+    the comparison is not between two catalogued GPUs."""
+    if comparison.axis != "gpu":
+        return []
+    groups: dict[tuple[str, str, int, Prediction], list[tuple[float, float, float]]] = defaultdict(list)
+    for row in comparison.rows:
+        expected, cell = prediction(comparison.first, comparison.second, row.precision), _cell(row)
+        if expected is not None and cell is not None and cell[0] > 0:
+            groups[(MODELS[row.model].kind, row.workflow, row.batch, expected)].append(cell)
+    rows = []
+    for (kind, workflow, batch, expected), cells in groups.items():
+        ratio, low, high = (_geomean([cell[i] for cell in cells]) for i in range(3))
+        rows.append(GenerationRow(kind, workflow, batch, len(cells), ratio, low, high, expected,
+                                  verdict(low, high, expected)))
+    return sorted(rows, key=lambda r: (r.kind, workflow_order(r.workflow), r.batch))
