@@ -13,3 +13,7 @@ class ExitCode(IntEnum):
 
 class UsageError(Exception):
     """Bad input from the user: shown as one line on stderr, exit code 2, nothing written."""
+
+
+class EnvironmentFailure(Exception):
+    """The machine failed us (database down, disk full): shown as one line on stderr, exit code 1."""

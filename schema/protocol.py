@@ -22,4 +22,5 @@ def worker_command(python: str, folder: str, cache_dir: str) -> list[str]:
 
 
 def new_sweep_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}"
+    # microseconds: two sweeps of one process (the API, tests) in the same second differ
+    return f"{socket.gethostname()}-{os.getpid()}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"

@@ -1,5 +1,6 @@
 """The `mlcbench` command."""
 
+import os
 import shlex
 import sys
 from collections import Counter
@@ -10,7 +11,7 @@ from typing import Annotated, Optional, get_args
 
 import typer
 
-from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator import sweep as sweeping, workdirs
 from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly, split, warn_unreadable
 from mlcbench.orchestrator.cli.cluster import submit_sweep
 from mlcbench.orchestrator.envs import load_env
@@ -94,6 +95,8 @@ def sweep(
     for name in options.env_names:
         load_env(name)
     sweeping.expand(options.suite, target, options.filters)  # bad filters fail before the store is touched
+    writable_folder(workdir, "--workdir")
+    writable_folder(cache_dir, "--cache-dir")
     store = Store(db)
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{target.tag}[/] ({target.device}), "
                   f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
@@ -108,6 +111,8 @@ def sweep(
             report = sweeping.run(options, store, listener, stop=stop)
     except KeyboardInterrupt:
         report = sweeping.SweepReport(interrupted=True)
+    failed = any(result.status not in FINAL_STATUSES for result in report.stored)
+    workdirs.tidy(workdir, options.sweep_id, failed)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {target.tag}"))
     console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
@@ -116,8 +121,19 @@ def sweep(
         print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
               file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED)
-    if any(result.status not in FINAL_STATUSES for result in report.stored):
+    if failed:
         raise typer.Exit(ExitCode.JOBS_FAILED)
+
+
+def writable_folder(path: Path, option: str) -> None:
+    """A folder that exists or can be made, checked without making it (a refused command writes nothing)."""
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path}: {existing} is a file, not a folder; choose a folder")
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"{option} {path}: {existing} cannot be written; choose a folder you can write to")
 
 
 def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:
@@ -159,10 +175,10 @@ def results(
 ) -> None:
     """List the result of each cell (job, env, GPU): its latest ok attempt, else its latest final one, else its
     latest. --history lists every attempt."""
-    store = Store(db)
     filters = dict(env=split(env, "--env") or None, gpu_tag=split(gpu, "--gpu") or None,
                    model=split(model, "--model") or None, workflow=split(workflow, "--workflow") or None,
                    status=split(status, "--status") or None)
+    store = Store(db, create=False)
     shown = store.history(**filters) if history else store.cells(**filters)
     warn_unreadable(store)
     if not shown:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from mlcbench.orchestrator.errors import ExitCode, UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
 from mlcbench.orchestrator.store import Store
 from mlcbench.schema import JobSpec, Result
@@ -23,7 +23,8 @@ F = TypeVar("F", bound=Callable)
 
 
 def exits_cleanly(command: F) -> F:
-    """A UsageError becomes 'error: ...' on stderr and exit code 2."""
+    """A UsageError becomes 'error: ...' on stderr and exit code 2; a failure of the machine (EnvironmentFailure, a
+    file that cannot be written) the same with exit code 1."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -32,6 +33,14 @@ def exits_cleanly(command: F) -> F:
         except UsageError as error:
             print(f"error: {error}", file=sys.stderr)
             raise typer.Exit(ExitCode.USAGE) from None
+        except EnvironmentFailure as error:
+            print(f"error: {error}", file=sys.stderr)
+            raise typer.Exit(ExitCode.ENVIRONMENT) from None
+        except OSError as error:
+            where = f": {error.filename}" if error.filename else ""
+            print(f"error: {error.strerror or error}{where}; free space or choose another place, then run the same "
+                  f"command again", file=sys.stderr)
+            raise typer.Exit(ExitCode.ENVIRONMENT) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -8,7 +8,7 @@ import typer
 from mlcbench.orchestrator.cli.console import console, exits_cleanly, split, warn_unreadable
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
-from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_parquet
+from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_atomically, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
 from mlcbench.orchestrator.reports.crossgen import generation_rows
 from mlcbench.orchestrator.reports.terminal import comparison_table, generation_table
@@ -24,7 +24,7 @@ WorkflowOption = Annotated[Optional[list[str]], typer.Option("--workflow", help=
 
 def _selected(db: str, selection: Selection) -> tuple[Store, list[Result]]:
     """The results the filters select; an empty list after saying, in one line, why there is nothing to show."""
-    store = Store(db)
+    store = Store(db, create=False)
     results = load_results(store, selection)
     warn_unreadable(store)
     if not results:
@@ -53,7 +53,8 @@ def report(
     = None,
 ) -> None:
     """Tables of the stored results (support, throughput, speedup, compile cost, correctness, P3, provenance)."""
-    selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"), workflows=split(workflow, "--workflow"))
+    selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
+                          workflows=split(workflow, "--workflow"))
     _, results = _selected(db, selection)
     if not results:
         return
@@ -70,8 +71,7 @@ def report(
     for renderable in report_renderables(built):
         console.print(renderable)
     if markdown is not None:
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(markdown_text(built), encoding="utf-8")
+        write_atomically(markdown, lambda path: path.write_text(markdown_text(built), encoding="utf-8"))
         console.print(f"Markdown tables written to {markdown}")
     if html is not None:
         console.print(f"HTML report written to {write_html(built, html)}")
@@ -90,7 +90,8 @@ def compare(
         axis, (first, second) = "env", envs
     else:
         raise UsageError("compare needs exactly two --gpu values, or two --env values and at most one --gpu")
-    selection = Selection(gpus=gpus, envs=envs, models=split(model, "--model"), workflows=split(workflow, "--workflow"))
+    selection = Selection(gpus=gpus, envs=envs, models=split(model, "--model"),
+                          workflows=split(workflow, "--workflow"))
     _, results = _selected(db, selection)
     if not results:
         return
@@ -117,21 +118,19 @@ def export(
         raise UsageError(f"unknown --format {output_format!r}; use csv, json or parquet")
     if output_format == "parquet" and out is None:
         raise UsageError("--format parquet needs --out FILE")
-    selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"), workflows=split(workflow, "--workflow"),
-                          statuses=split(status, "--status"))
+    selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
+                          workflows=split(workflow, "--workflow"), statuses=split(status, "--status"))
     _, results = _selected(db, selection)
     if not results:
         return
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
     if output_format == "parquet":
-        write_parquet(results, out)  # type: ignore[arg-type]
+        write_atomically(out, lambda path: write_parquet(results, path))  # type: ignore[arg-type]
     else:
         text = to_csv(results) if output_format == "csv" else to_json(results)
         if out is None:
             sys.stdout.write(text)
             return
-        out.write_text(text, encoding="utf-8")
+        write_atomically(out, lambda path: path.write_text(text, encoding="utf-8"))
     console.print(f"{len(results)} row(s) written to {out}")
 
 
@@ -144,7 +143,7 @@ def merge(
     result follows the usual rule (its latest ok attempt, else its latest final one, else its latest)."""
     target_url = _store_url(into, must_exist=False)
     source_urls = [_store_url(source, must_exist=True) for source in sources]
-    source_stores = [Store(url) for url in source_urls]
+    source_stores = [Store(url, create=False) for url in source_urls]
     counts = merge_stores(source_stores, Store(target_url))
     for store in source_stores:
         warn_unreadable(store)

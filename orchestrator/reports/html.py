@@ -6,6 +6,7 @@ from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import PerfRow, SupportMatrix, ThroughputTable, provenance_line
+from mlcbench.orchestrator.reports.export import write_atomically
 from mlcbench.orchestrator.reports.figures import Figure, write_figures
 from mlcbench.orchestrator.reports.p3 import RUBRIC
 from mlcbench.orchestrator.reports.report import Report
@@ -183,5 +184,5 @@ def write_html(report: Report, out_dir: Path) -> Path:
             f"<style>{STYLE}</style></head><body>{header}{''.join(_sections(report, figures))}"
             f"<script>{IMAGES_CHECK}</script></body></html>")
     index = out_dir / "index.html"
-    index.write_text(page, encoding="utf-8")
+    write_atomically(index, lambda path: path.write_text(page, encoding="utf-8"))
     return index

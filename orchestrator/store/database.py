@@ -6,7 +6,9 @@ Any SQLAlchemy URL works (SQLite by default, PostgreSQL for several hosts). The 
 Alembic migrations, never rewritten silently. The orchestrator is the only writer; several orchestrators (threads,
 processes, hosts) may write to one store at once."""
 
+import os
 import re
+import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Optional
@@ -18,11 +20,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event, select,
                         text)
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
 
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.schema import FINAL_STATUSES, Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
@@ -89,13 +91,15 @@ Filter = Optional[Iterable[str] | str]
 
 
 class Store:
-    def __init__(self, url: str = DEFAULT_DB, *, pooled: bool = True):
-        """pooled=False: a connection per transaction, closed after it, so that hundreds of processes writing now
-        and then (Slurm array tasks) do not each hold a server connection open between their writes."""
+    def __init__(self, url: str = DEFAULT_DB, create: bool = True, *, pooled: bool = True):
+        """create=False (commands that only read): no store is created where there is none, and a store that cannot
+        be written is read as it is. pooled=False: a connection per transaction, closed after it, so that hundreds of
+        processes writing now and then (Slurm array tasks) do not each hold a server connection open between their
+        writes."""
         self.url = url
         self.safe_url = safe_url(url)
-        self.engine = open_engine(url, pooled)
-        migrate(self.engine)
+        self.engine, self.read_only = open_engine(url, create, pooled)
+        migrate(self.engine, self.read_only)
         # row id -> why its stored result could not be read: rows the reads so far skipped
         self.unreadable: dict[int, str] = {}
 
@@ -105,8 +109,13 @@ class Store:
 
     def put_all(self, attempts: Iterable[tuple[Result, Optional[str]]]) -> None:
         """Add attempts (result, sweep id) in one transaction: all of them or, on any failure, none."""
-        with Session(self.engine) as session, session.begin():
-            session.add_all(ResultRow(**_columns(result), sweep_id=sweep_id) for result, sweep_id in attempts)
+        try:
+            with Session(self.engine) as session, session.begin():
+                session.add_all(ResultRow(**_columns(result), sweep_id=sweep_id) for result, sweep_id in attempts)
+        except DBAPIError as error:
+            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error)}; what "
+                                     f"was stored before is kept, run the same command again once it is mended") \
+                from None
 
     def cells(self, status: Filter = None, **filters: Filter) -> list[Result]:
         """The result of each cell whose attempts match the column filters: its latest `ok` attempt, else its latest
@@ -143,8 +152,11 @@ class Store:
                 continue
             column = getattr(ResultRow, name)
             query = query.where(column == value if isinstance(value, (str, int)) else column.in_(list(value)))
-        with Session(self.engine) as session:
-            return list(session.scalars(query))
+        try:
+            with Session(self.engine) as session:
+                return list(session.scalars(query))
+        except DBAPIError as error:
+            raise EnvironmentFailure(f"cannot read the result store {self.safe_url}: {failure(error)}") from None
 
 
 def _preference(row: ResultRow, result: Result) -> tuple:
@@ -155,26 +167,57 @@ def _preference(row: ResultRow, result: Result) -> tuple:
     return (result.status == "ok", result.status in FINAL_STATUSES, moment, row.id)
 
 
-def open_engine(url: str, pooled: bool = True) -> Engine:
-    """An engine whose database answers; any failure is a UsageError that names the URL."""
+def sqlite_file(url: str) -> Optional[Path]:
+    """The file of a SQLite URL (None for other databases and in-memory SQLite)."""
     try:
-        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url) if pooled else create_engine(url, poolclass=NullPool)
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Engine, bool]:
+    """An engine whose database answers, and whether it is read-only; any failure is a UsageError that names the URL.
+    create=False: a SQLite file must exist already, and one that cannot be written (a read-only or immutable file, a
+    read-only filesystem) is opened read-only. pooled=False: no connection pool (see Store)."""
+    path = sqlite_file(url)
+    read_only = False
+    if path is not None:
+        if not create and not path.is_file():
+            raise UsageError(f"no result store at {path}: a sweep creates one; check --db")
+        if create:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise UsageError(f"cannot create the result store {path}: {error.strerror} ({error.filename}); "
+                                 f"choose another --db") from None
+        read_only = path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+        if read_only and create:
+            raise UsageError(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
+                             f"writable or choose another --db")
+    try:
+        engine = (create_engine("sqlite://", creator=lambda: sqlite3.connect(f"file:{path}?immutable=1", uri=True))
+                  if read_only else create_engine(url) if pooled else create_engine(url, poolclass=NullPool))
     except ArgumentError:
         raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL "
                          f"(e.g. sqlite:///results/mlcbench.db, postgresql+psycopg://user:password@host/db)") from None
     except (ImportError, ValueError) as error:
         raise UsageError(f"cannot use --db {safe_url(url)}: {error}") from None
-    if engine.dialect.name == "sqlite":
+    if engine.dialect.name == "sqlite" and not read_only:
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
         with engine.connect():
             pass
-    except OperationalError as error:
-        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        raise UsageError(f"cannot open the result store {safe_url(url)}: {reason}") from None
-    return engine
+    except DBAPIError as error:
+        raise UsageError(f"cannot open the result store {safe_url(url)}: {failure(error)}") from None
+    return engine, read_only
+
+
+def failure(error: DBAPIError) -> str:
+    """The database's own one-line reason (not SQLAlchemy's, which quotes the statement and its parameters)."""
+    return str(error.orig).strip().splitlines()[0] if error.orig is not None else type(error).__name__
 
 
 def _sqlite_pragmas(connection, _record) -> None:
@@ -199,8 +242,9 @@ def _alembic_config(connection) -> Config:
     return config
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the store's schema to the newest migration; refuse a store made by a newer mlcbench."""
+def migrate(engine: Engine, read_only: bool = False) -> None:
+    """Bring the store's schema to the newest migration; refuse a store made by a newer mlcbench, and a read-only one
+    that would need a migration."""
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":  # released at commit; SQLite serializes its writers itself
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
@@ -210,4 +254,10 @@ def migrate(engine: Engine) -> None:
         if current is not None and current not in known:
             raise UsageError(f"the result store is at schema revision {current}, unknown to this mlcbench "
                              f"(made by a newer version?); upgrade mlcbench")
+        if read_only:
+            head = ScriptDirectory.from_config(config).get_current_head()
+            if current != head:
+                raise UsageError(f"the result store is read-only and at schema revision {current or 'none'}, older "
+                                 f"than this mlcbench's {head}; copy it somewhere writable (it is upgraded in place)")
+            return
         command.upgrade(config, "head")

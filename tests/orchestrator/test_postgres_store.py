@@ -8,6 +8,7 @@ import threading
 import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.database import ResultRow, _alembic_config, _columns
@@ -42,6 +43,8 @@ def test_two_orchestrators_sweeping_into_one_store_at_once_leave_one_ok_result_p
                  for n in range(2)]
     outputs = [process.communicate(timeout=300)[0] for process in processes]
     assert [process.returncode for process in processes] == [0, 0], outputs
+    password = make_url(POSTGRES_URL).password
+    assert all(password not in output and "store postgresql+psycopg://mlcbench:***@" in output for output in outputs)
 
     cells = Store(schema_url).cells()
     assert len(cells) == 8 == len({(cell.job_id, cell.provenance.env, cell.provenance.gpu_tag) for cell in cells})

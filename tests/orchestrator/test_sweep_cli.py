@@ -21,7 +21,8 @@ TINY = ["sweep", "--suite", "tiny", "--model", "matmul-small"]
 def test_a_sweep_with_failures_says_so_at_the_end_and_exits_3(tmp_path, monkeypatch):
     db = f"sqlite:///{tmp_path / 'store.db'}"
     monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0))
-    ok = runner.invoke(app, [*TINY, "--batch-size", "1", "--batch-size", "2", "--db", db, "--workdir", str(tmp_path / "w")])
+    ok = runner.invoke(app, [*TINY, "--batch-size", "1", "--batch-size", "2", "--db", db,
+                             "--workdir", str(tmp_path / "w")])
     assert ok.exit_code == ExitCode.OK, ok.output
     assert ok.stdout.strip().splitlines()[-1] == f"2 ok · 0 unsupported · 0 failed/oom/timeout/crashed; store {db}"
 

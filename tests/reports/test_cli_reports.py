@@ -26,6 +26,7 @@ def url(path: Path) -> str:
 
 
 def test_report_on_an_empty_store_says_so_in_one_line(tmp_path):
+    Store(url(tmp_path / "empty.db"))
     result = run("report", "--db", url(tmp_path / "empty.db"), "--html", str(tmp_path / "html"))
     assert result.exit_code == 0
     assert result.output.strip().splitlines() == [f"the store {url(tmp_path / 'empty.db')} holds no results yet"]

@@ -1,0 +1,30 @@
+"""The work folders of sweeps (exchange files, worker logs): a sweep's stay while it runs; once it has ended they
+are removed, except those of the latest sweep that had failures (their logs say why). A folder without an end marker
+belongs to a sweep still running, or one killed outright, and is left alone."""
+
+import shutil
+from pathlib import Path
+from typing import Optional
+
+ENDED, FAILED = ".ended", ".failed"  # marker files; their text is the sweep id
+
+
+def tidy(workdir: Path, sweep_id: str, failed: bool) -> None:
+    """Mark this sweep's folders ended, then remove every ended folder but those of the latest failed sweep."""
+    for folder in workdir.glob(f"{sweep_id}-*"):
+        if folder.is_dir():
+            (folder / (FAILED if failed else ENDED)).write_text(sweep_id, encoding="utf-8")
+    ended = {marker: _read(marker) for marker in [*workdir.glob(f"*/{ENDED}"), *workdir.glob(f"*/{FAILED}")]}
+    failures = sorted(found for marker, found in ended.items() if found and marker.name == FAILED)
+    keep = failures[-1][1] if failures else None
+    for marker, found in ended.items():
+        if found and found[1] != keep:
+            shutil.rmtree(marker.parent, ignore_errors=True)
+
+
+def _read(marker: Path) -> Optional[tuple[float, str]]:
+    """(when, sweep id) of an end marker; None when another sweep's tidy removed it meanwhile."""
+    try:
+        return marker.stat().st_mtime, marker.read_text(encoding="utf-8")
+    except OSError:
+        return None
