@@ -61,6 +61,8 @@ SUITES: dict[str, Suite] = {
                                    repeats=50, timeout_s=600),
             SuiteEntry(models=["tinyllama-1.1b"], workflows=["onnxruntime_cuda"], batch_sizes=[1, 16, 64], warmup=2,
                        repeats=5, timeout_s=1200),
+            SuiteEntry(models=["tinyllama-1.1b"], workflows=["onnxruntime_cuda"], batch_sizes=[1, 64], warmup=2,
+                       repeats=5, timeout_s=1200, options=WorkflowOptions(io_binding=False)),
             # fp16 too: the CUDA EP lacks bf16 kernels for some ops, and this row tells the path from the dtype
             SuiteEntry(models=["tinyllama-1.1b"], workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1],
                        precision="fp16", warmup=2, repeats=5, timeout_s=1200),

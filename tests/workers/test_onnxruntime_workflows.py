@@ -166,7 +166,8 @@ def test_llm_through_onnxruntime_with_its_kv_cache_matches_eager(fake_ort, tmp_p
     assert cpu.metrics.output_tokens == 6 and cpu.metrics.tokens_per_s > 0
     settings = cpu.metrics.settings
     assert settings["decode_loop"] == "greedy_onnx_kv_cache" and settings["onnx_export_cached"] is False
-    cuda = run_job(_job("onnxruntime_cuda").model_copy(update={**llm, "batch_size": 1}), tmp_path)
+    cuda = run_job(_job("onnxruntime_cuda", io_binding=False).model_copy(update={**llm, "batch_size": 1}), tmp_path)
     assert cuda.status == "ok", cuda.error
     assert cuda.metrics.settings["onnx_export_cached"] is True and cuda.correctness.passed
+    assert cuda.metrics.settings["io_binding"] is False
     assert cuda.metrics.settings["execution_providers"].startswith("CUDAExecutionProvider")

@@ -53,35 +53,37 @@ def export_decoder(model: torch.nn.Module, ctx: WorkflowContext):
 
 class OnnxKVCacheRunner:
     """Greedy decode on an ORT session of DecoderWithCache's graph. Every buffer is torch's, bound in place: the
-    inputs, the logits, and the presents, which become the next step's pasts (no copy through the host)."""
+    inputs, the logits, and the presents, which become the next step's pasts. With IO binding they live on the
+    model's device; without it in host memory, so every step copies the cache to the GPU and back."""
 
     def __init__(self, sess, model: torch.nn.Module, input_names: list[str], output_names: list[str],
-                 dtype: torch.dtype, eos_token_id: Optional[int]):
+                 dtype: torch.dtype, eos_token_id: Optional[int], buffers: torch.device):
         self.sess, self.model, self.dtype, self.eos_token_id = sess, model, dtype, eos_token_id
         self.input_names, self.output_names = input_names, output_names
         self.vocab_size = model.config.vocab_size
+        self.buffers = buffers
 
     def _step(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         past: list[torch.Tensor] = []
 
         def step(_: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
             nonlocal past
-            batch, device = new.shape[0], new.device
+            batch, buffers = new.shape[0], self.buffers
             if not past:  # the prompt: an empty cache
-                past = [torch.empty(cache_shape(self.model, batch, 0), dtype=self.dtype, device=device)
+                past = [torch.empty(cache_shape(self.model, batch, 0), dtype=self.dtype, device=buffers)
                         for _ in self.input_names[1:]]
             length = past[0].shape[2] + new.shape[1]
-            logits = torch.empty((batch, self.vocab_size), dtype=self.dtype, device=device)
-            presents = [torch.empty(cache_shape(self.model, batch, length), dtype=self.dtype, device=device)
+            logits = torch.empty((batch, self.vocab_size), dtype=self.dtype, device=buffers)
+            presents = [torch.empty(cache_shape(self.model, batch, length), dtype=self.dtype, device=buffers)
                         for _ in self.output_names[1:]]
             binding = self.sess.io_binding()
-            for name, tensor in zip(self.input_names, [new.contiguous(), *past]):
+            for name, tensor in zip(self.input_names, [new.to(buffers).contiguous(), *past]):
                 bind_input(binding, name, tensor)
             for name, tensor in zip(self.output_names, [logits, *presents]):
                 bind_output(binding, name, tensor)
             self.sess.run_with_iobinding(binding)
             past = presents
-            return logits
+            return logits.to(new.device)
 
         return step
 
@@ -93,5 +95,8 @@ class OnnxKVCacheRunner:
 def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> OnnxKVCacheRunner:
     path, input_names, output_names = export_decoder(model, ctx)
     sess = session(path, providers, ctx)
-    ctx.settings.update(io_binding=True, cache="dynamic (ONNX inputs/outputs)", decode_loop="greedy_onnx_kv_cache")
-    return OnnxKVCacheRunner(sess, model, input_names, output_names, ctx.dtype, model.config.eos_token_id)
+    io_binding = ctx.job.options.io_binding
+    ctx.settings.update(io_binding=io_binding, cache="dynamic (ONNX inputs/outputs)",
+                        decode_loop="greedy_onnx_kv_cache")
+    return OnnxKVCacheRunner(sess, model, input_names, output_names, ctx.dtype, model.config.eos_token_id,
+                             ctx.device if io_binding else torch.device("cpu"))
