@@ -113,6 +113,20 @@ def test_tensorrt_ep_listed_but_not_created_is_unsupported_with_the_reason(fake_
     assert "CUDAExecutionProvider" in result.reason  # what the session fell back to
 
 
+def test_tensorrt_ep_whose_library_does_not_load_is_unsupported_before_any_export(fake_ort, tmp_path, monkeypatch):
+    created = fake_ort(ALL_EPS)
+    build = tmp_path / "ort"
+    (build / "capi").mkdir(parents=True)
+    for library in ("libonnxruntime_providers_shared.so", "libonnxruntime_providers_tensorrt.so"):
+        (build / "capi" / library).write_bytes(b"not a shared object")
+    monkeypatch.setattr(onnxruntime, "__file__", str(build / "__init__.py"))
+    result = run_job(_job("onnxruntime_trt"), tmp_path / "cache")
+    assert result.status == "unsupported"
+    assert "lists TensorrtExecutionProvider but cannot load it: " in result.reason
+    assert "libonnxruntime_providers" in result.reason  # the dynamic loader's own words
+    assert created == [] and not (tmp_path / "cache" / "onnx").exists()
+
+
 def test_llms_are_refused_by_the_tensorrt_ep_with_reason(fake_ort, tmp_path):
     fake_ort(ALL_EPS)
     result = run_job(_job("onnxruntime_trt", model="llama-2layer", precision="fp32"), tmp_path)

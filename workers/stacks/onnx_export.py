@@ -68,14 +68,18 @@ def export_synthetic(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], 
 
 
 def require_provider(provider: str):
-    """The onnxruntime module, if this build lists the execution provider; checked before any export is paid for.
-    GPU builds first load the CUDA libraries they were built for from the installed nvidia-* / torch packages."""
+    """The onnxruntime module, if this build lists the execution provider and its library loads (a GPU build lists
+    its TensorRT EP where TensorRT is missing); checked before any export is paid for. GPU builds first load the CUDA
+    libraries they were built for from the installed nvidia-* / torch packages."""
     ort = require("onnxruntime")
     if provider in PROVIDER_LIBRARIES and hasattr(ort, "preload_dlls"):
         ort.preload_dlls()
     available = ort.get_available_providers()
     if provider not in available:
         raise Unsupported(f"onnxruntime {ort.__version__} has no {provider} (available: {', '.join(available)})")
+    why = _load_error(ort, provider)
+    if why:
+        raise Unsupported(f"onnxruntime {ort.__version__} lists {provider} but cannot load it: {why}")
     return ort
 
 
@@ -109,9 +113,8 @@ def session(path: Path, providers: list, ctx: WorkflowContext):
     sess = ort.InferenceSession(str(path), providers=providers)
     created = sess.get_providers()
     if wanted not in created:
-        why = _load_error(ort, wanted)
-        raise Unsupported(f"onnxruntime {ort.__version__} lists {wanted} but could not create it"
-                          + (f": {why}" if why else f" (the session got {', '.join(created)})"))
+        raise Unsupported(f"onnxruntime {ort.__version__} lists {wanted} but could not create it (the session got "
+                          f"{', '.join(created)})")
     ctx.settings["execution_providers"] = ",".join(created)
     ctx.settings["onnxruntime"] = ort.__version__
     return sess
