@@ -1,0 +1,46 @@
+"""An array task as Slurm may run it more than once (requeued after a node failure or preemption): it redoes nothing
+it stored, and skips what another sweep finished unless the sweep was a --rerun. Simulated workers, no Slurm needed."""
+
+from pathlib import Path
+
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from mlcbench.orchestrator.runtimes.slurm import ArrayPlan, ArrayTask, run_task
+from mlcbench.orchestrator.store import Store, record
+from mlcbench.orchestrator.suites import get_suite
+from mlcbench.schema import Result
+
+
+def write_plan(tmp_path: Path, rerun: bool) -> tuple[Path, ArrayPlan]:
+    suite = get_suite("tiny")
+    plan = ArrayPlan(sweep_id="array-sweep", store_url=f"sqlite:///{tmp_path / 'store.db'}", suite=suite,
+                     gpu_tag="cpu", force_gpu_tag=False, rerun=rerun, cache_dir=tmp_path / "cache",
+                     tasks=[ArrayTask(env="local", jobs=suite.expand("cpu")[:3])])
+    path = tmp_path / "plan.json"
+    path.write_text(plan.model_dump_json())
+    return path, plan
+
+
+def simulated(env, options, gpu) -> SimulatedRuntime:
+    return SimulatedRuntime(env, seconds=lambda job: 0.0)
+
+
+def test_a_task_run_again_redoes_nothing_it_stored(tmp_path):
+    path, plan = write_plan(tmp_path, rerun=False)
+    first = run_task(path, 0, runtime_factory=simulated)
+    again = run_task(path, 0, runtime_factory=simulated)
+    assert [result.job_id for result in first.stored] == [job.job_id for job in plan.tasks[0].jobs]
+    assert again.stored == []
+    assert len(Store(plan.store_url).rows()) == 3
+
+
+def test_a_task_skips_jobs_another_sweep_finished_unless_the_sweep_is_a_rerun(tmp_path):
+    for rerun in (False, True):
+        folder = tmp_path / f"rerun-{rerun}"
+        folder.mkdir()
+        path, plan = write_plan(folder, rerun=rerun)
+        done = plan.tasks[0].jobs[0]
+        record(Store(plan.store_url), Result(job_id=done.job_id, job=done, status="ok"), "local", "cpu", None,
+               "an-earlier-sweep", "any")
+        ran = [result.job_id for result in run_task(path, 0, runtime_factory=simulated).stored]
+        assert (done.job_id in ran) is rerun
+        assert run_task(path, 0, runtime_factory=simulated).stored == []  # and, requeued, runs none twice
