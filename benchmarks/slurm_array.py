@@ -44,8 +44,9 @@ def grid(jobs: int) -> Suite:
 
 
 class StoreSampler:
-    """Every SAMPLE_S, on one connection of its own: the server connections the sweep's tasks hold (pg_stat_activity,
-    this database and role, less what was open before) and the rows stored so far."""
+    """Every SAMPLE_S, on one connection of its own: the server connections the sweep's tasks hold (pg_stat_activity:
+    those of the benchmark's application name, which the store URL carries to every task) and the rows stored so
+    far."""
 
     def __init__(self, url: str):
         self._engine = create_engine(url, pool_size=1)
@@ -56,8 +57,8 @@ class StoreSampler:
 
     def _sample(self) -> tuple[int, int]:
         with self._engine.connect() as connection:
-            others = connection.scalar(text("SELECT count(*) - 1 FROM pg_stat_activity "
-                                            "WHERE datname = current_database() AND usename = current_user"))
+            others = connection.scalar(text("SELECT count(*) - 1 FROM pg_stat_activity WHERE application_name = "
+                                            "current_setting('application_name')"))
             return others, connection.scalar(select(func.count()).select_from(ResultRow))
 
     def __enter__(self) -> "StoreSampler":
@@ -110,18 +111,20 @@ def measure(url: str, jobs: int, job_s: float, partition: str, folder: Path) -> 
         f"  first result stored after {first:.1f} s, all {jobs} after {wall:.1f} s: {jobs / wall:.2f} tasks/s; "
         f"tasks running at once (squeue every 0.5 s): max {max(busy, default=0)}, mean "
         f"{sum(busy) / max(len(busy), 1):.1f}",
-        f"  store connections held by the tasks (pg_stat_activity every {SAMPLE_S} s): peak "
+        f"  store connections the tasks held (pg_stat_activity every {SAMPLE_S} s): peak "
         f"{max(sampler.connections, default=0)}, mean {sum(sampler.connections) / max(len(sampler.connections), 1):.2f}",
     ]
 
 
 def fresh_schema(url: str) -> tuple[str, str]:
+    """A schema of its own; its URL also names the connections (application_name), so that other users of the same
+    server are not counted."""
     name = f"bench_{uuid.uuid4().hex[:10]}"
     engine = create_engine(url)
     with engine.begin() as connection:
         connection.execute(text(f"CREATE SCHEMA {name}"))
     engine.dispose()
-    return name, f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{name}"
+    return name, f"{url}{'&' if '?' in url else '?'}application_name={name}&options=-csearch_path%3D{name}"
 
 
 def drop_schema(url: str, name: str) -> None:
@@ -142,7 +145,8 @@ def versions() -> str:
                           text=True).stdout.strip()
     return (f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.node()}: {os.cpu_count()} cores, "
             f"{platform.platform()}; Python {platform.python_version()}; {slurm_version} (node {node}); "
-            f"PostgreSQL {postgres} (max_connections {max_connections})")
+            f"PostgreSQL {postgres} (max_connections {max_connections}); load average before "
+            f"{os.getloadavg()[0]:.1f} (other work on the machine)")
 
 
 def task(plan: Path, job_s: float) -> None:
@@ -168,6 +172,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             for line in measure(schema_url, args.jobs, args.job_s, args.partition, Path(folder)):
                 print(line, flush=True)
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
     finally:
         drop_schema(url, name)
 

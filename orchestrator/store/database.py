@@ -244,7 +244,12 @@ def _alembic_config(connection) -> Config:
 
 def migrate(engine: Engine, read_only: bool = False) -> None:
     """Bring the store's schema to the newest migration; refuse a store made by a newer mlcbench, and a read-only one
-    that would need a migration."""
+    that would need a migration. A store already at the newest is only read, without the lock: hundreds of Slurm array
+    tasks open it at once."""
+    with engine.connect() as connection:
+        head = ScriptDirectory.from_config(_alembic_config(connection)).get_current_head()
+        if MigrationContext.configure(connection).get_current_revision() == head:
+            return
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":  # released at commit; SQLite serializes its writers itself
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
