@@ -1,7 +1,8 @@
 """Suite + filters + envs + target -> what to run, what cannot run (with the reason), and what is already done."""
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
@@ -38,12 +39,23 @@ class Filters:
                 and (not self.batch_sizes or job.batch_size in self.batch_sizes))
 
 
-def expand(suite: Suite, target: Target, filters: Filters) -> list[JobSpec]:
+def expand(suite: Suite, target: Target, filters: Filters,
+           checkpoints: Optional[Mapping[str, Path]] = None) -> list[JobSpec]:
+    """The suite's jobs that pass the filters; an LLM named in checkpoints loads that Hugging Face folder instead of
+    random weights (a different cell: model_path is part of the job)."""
     filters.validate()
+    checkpoints = dict(checkpoints or {})
+    for model, folder in checkpoints.items():
+        if MODELS.get(model) is None or MODELS[model].kind != "llm":
+            raise UsageError(f"--checkpoint {model}=...: not an LLM of the catalog "
+                             f"({', '.join(name for name, info in MODELS.items() if info.kind == 'llm')})")
+        if not (folder / "config.json").is_file():
+            raise UsageError(f"--checkpoint {model}={folder}: no config.json there (a Hugging Face model folder)")
     jobs = [job for job in suite.expand(target.device) if filters.keep(job)]
     if not jobs:
         raise UsageError(f"the filters leave no job of suite {suite.name!r} to run")
-    return jobs
+    return [job.model_copy(update={"model_path": str(checkpoints[job.model].resolve())})
+            if job.model in checkpoints else job for job in jobs]
 
 
 def is_final(result: Optional[Result], config_key: str) -> bool:

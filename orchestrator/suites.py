@@ -2,14 +2,9 @@
 ONNX Runtime on a GPU; `crossgen` what one GPU generation gains over the next."""
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.schema import WORKFLOWS, Suite, SuiteEntry, WorkflowOptions
+from mlcbench.schema import WORKFLOWS, Suite, SuiteEntry, WorkflowOptions, workflows_for
 
 SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
-SYNTHETIC_WORKFLOWS = ["eager", "torch_compile", "aot_inductor", "onnxruntime", "onnxruntime_cuda",
-                       "onnxruntime_trt", "torch_compile_tensorrt", "torch_tensorrt", "torch_compile_openxla",
-                       "torchax"]
-LLM_WORKFLOWS = ["eager", "torch_compile", "torch_compile_forward", "torch_compile_static", "onnxruntime_cuda",
-                 "torch_compile_tensorrt", "torch_tensorrt", "tensorrt_llm", "torch_compile_openxla", "torchax"]
 PAPER_BATCHES = [1, 4, 16, 64]
 LLMS = ["tinyllama-1.1b", "llama2-7b"]
 FFNS = [f"{arch}-{dims}" for dims in ("tinyllama", "llama2") for arch in ("ffn", "ffn-multilayer")]
@@ -28,9 +23,9 @@ SUITES: dict[str, Suite] = {
                     "batch 1/4/16/64, 32 tokens in, 32 out",
         entries=[
             SuiteEntry(models=[f"{arch}-{dims}" for dims in ("tinyllama", "llama2") for arch in SYNTHETIC_ARCHS],
-                       workflows=SYNTHETIC_WORKFLOWS, batch_sizes=PAPER_BATCHES, warmup=10, repeats=50,
+                       workflows=workflows_for("synthetic"), batch_sizes=PAPER_BATCHES, warmup=10, repeats=50,
                        timeout_s=900),
-            SuiteEntry(models=["tinyllama-1.1b", "llama2-7b"], workflows=LLM_WORKFLOWS, batch_sizes=PAPER_BATCHES,
+            SuiteEntry(models=["tinyllama-1.1b", "llama2-7b"], workflows=workflows_for("llm"), batch_sizes=PAPER_BATCHES,
                        warmup=2, repeats=5, timeout_s=1800),
         ],
     ),

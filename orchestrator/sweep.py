@@ -6,7 +6,6 @@ import math
 import queue
 import signal
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,8 @@ class SweepOptions:
     rerun: bool = False
     workdir: Path = Path("results/work")
     cache_dir: Path = Path.home() / ".cache" / "mlcbench"
+    # model -> a Hugging Face checkpoint folder to load instead of random weights
+    checkpoints: dict[str, Path] = field(default_factory=dict)
     # tags the stored rows and the sweep's workers (container labels) alike
     sweep_id: str = field(default_factory=new_sweep_id)
 
@@ -41,7 +42,6 @@ class SweepOptions:
 class SweepReport:
     stored: list[Result] = field(default_factory=list)
     skipped: int = 0
-    jobs_wall_s: float = 0.0
     # set when a stop request ended the sweep before every planned job had a result
     interrupted: bool = False
 
@@ -61,7 +61,7 @@ RuntimeFactory = Callable[[EnvSpec, SweepOptions, Optional[GpuInfo]], Runtime]
 
 def plan(options: SweepOptions, store: Store) -> list[EnvPlan]:
     envs = [load_env(name) for name in options.env_names]
-    jobs = expand(options.suite, options.target, options.filters)
+    jobs = expand(options.suite, options.target, options.filters, options.checkpoints)
     cells = {env.name: {r.job_id: r for r in store.cells(env=env.name, gpu_tag=options.target.tag)} for env in envs}
     return [plan_env(env, jobs, options.target, cells[env.name], options.rerun, config_key(env)) for env in envs]
 
@@ -83,9 +83,7 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
             writer.put(result, env.name, options.target.tag, None)
         if not env_plan.to_run or stop.requested:
             continue
-        begin = time.perf_counter()
         _run_env(env, env_plan.to_run, options, runtime_factory, writer, stop, options.workdir / f"{options.sweep_id}-{env.name}")
-        report.jobs_wall_s += time.perf_counter() - begin
     report.interrupted = stop.requested
     return report
 

@@ -5,11 +5,24 @@ every environment image (Python 3.10-3.12).
 """
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
-from mlcbench.schema.catalog import GPUS, MODELS, OWN_WORKER_WORKFLOWS, WORKFLOWS, GpuPeaks, ModelInfo, gpu_tag_for_name
+from mlcbench.schema.catalog import (
+    FAULT_WORKFLOWS,
+    GPUS,
+    MODELS,
+    OWN_WORKER_WORKFLOWS,
+    WORKFLOWS,
+    GpuPeaks,
+    ModelInfo,
+    ModelKind,
+    WorkflowInfo,
+    gpu_tag_for_name,
+    workflows_for,
+)
 from mlcbench.schema.envs import EnvSpec, RunOptions
 from mlcbench.schema.jobs import JobSpec, Precision, WorkflowOptions
 from mlcbench.schema.results import (
     FINAL_STATUSES,
+    Applied,
     Correctness,
     GpuInfo,
     Metrics,
@@ -21,7 +34,9 @@ from mlcbench.schema.results import (
 from mlcbench.schema.suites import Suite, SuiteEntry
 
 __all__ = [
+    "FAULT_WORKFLOWS",
     "FINAL_STATUSES",
+    "Applied",
     "GPUS",
     "MODELS",
     "SCHEMA_VERSION",
@@ -32,6 +47,7 @@ __all__ = [
     "JobSpec",
     "Metrics",
     "ModelInfo",
+    "ModelKind",
     "OWN_WORKER_WORKFLOWS",
     "Precision",
     "Provenance",
@@ -43,6 +59,8 @@ __all__ = [
     "SuiteEntry",
     "Timing",
     "WORKFLOWS",
+    "WorkflowInfo",
     "WorkflowOptions",
     "gpu_tag_for_name",
+    "workflows_for",
 ]

@@ -4,6 +4,8 @@ from typing import Literal, Optional
 
 from mlcbench.schema.base import StrictModel
 
+ModelKind = Literal["synthetic", "llm"]
+
 
 class GpuPeaks(StrictModel):
     """Dense peak rates (TFLOPS, no sparsity) and memory bandwidth of one GPU model."""
@@ -73,7 +75,7 @@ def gpu_tag_for_name(device_name: str) -> Optional[str]:
 class ModelInfo(StrictModel):
     """A benchmark model. Synthetic models are built from dims; LLMs from a Llama config."""
 
-    kind: Literal["synthetic", "llm"]
+    kind: ModelKind
     hidden_size: int
     intermediate_size: int
     default_precision: Literal["fp32", "fp16", "bf16"]
@@ -135,25 +137,63 @@ MODELS.update({
 })
 
 
-# Every workflow a job may name, with what it is. workers/workflows maps each to its module.
-WORKFLOWS: dict[str, str] = {
-    "eager": "PyTorch eager (HF generate with the default dynamic cache for LLMs)",
-    "torch_compile": "torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + generate(), "
-                     "default dynamic cache)",
-    "torch_compile_forward": "LLMs: the forward compiled (inductor), default dynamic cache",
-    "torch_compile_static": "LLMs: static KV cache + compiled forward (Hugging Face's recipe)",
-    "aot_inductor": "torch.export + AOTInductor package, loaded back and run",
-    "onnxruntime": "torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP)",
-    "onnxruntime_cuda": "ONNX Runtime, CUDA execution provider",
-    "onnxruntime_trt": "ONNX Runtime, TensorRT execution provider (engine cache in the env cache)",
-    "torch_compile_tensorrt": "torch.compile(backend='tensorrt') through Torch-TensorRT",
-    "torch_tensorrt": "Torch-TensorRT AOT: torch.export + torch_tensorrt.dynamo.compile, saved and reloaded",
-    "tensorrt_llm": "TensorRT-LLM LLM API",
-    "torch_compile_openxla": "torch.compile(backend='openxla') on a torch_xla device",
-    "torchax": "PyTorch modules on JAX/XLA through torchax.compile",
-}
+class WorkflowInfo(StrictModel):
+    """One workflow: the one place its name, what it is, what it runs and what it needs are written."""
 
-# Workflows that take over process-wide state: torchax renames PyTorch's privateuse1 backend (later torch.compile
-# jobs in that process fail), XLA/PJRT and TensorRT-LLM keep their own device allocators. Their jobs run in a worker
-# of their own, never sharing a process with other workflows.
-OWN_WORKER_WORKFLOWS = frozenset({"torchax", "torch_compile_openxla", "tensorrt_llm"})
+    name: str
+    description: str
+    kinds: frozenset[ModelKind]
+    # top-level packages it imports; checked (without importing) before any model is built
+    requires: tuple[str, ...] = ()
+    # it takes over process-wide state, so its jobs never share a worker process with other workflows' jobs:
+    # torchax renames PyTorch's privateuse1 backend (later torch.compile jobs in that process fail), XLA/PJRT and
+    # TensorRT-LLM keep their own device allocators
+    own_worker: bool = False
+
+
+_BOTH: frozenset[ModelKind] = frozenset({"synthetic", "llm"})
+_SYNTHETIC: frozenset[ModelKind] = frozenset({"synthetic"})
+_LLM: frozenset[ModelKind] = frozenset({"llm"})
+_ORT = ("onnxruntime", "onnxscript")
+
+# Every workflow a job may name. The worker runs each from mlcbench.workers.workflows.<name>; suites take their
+# workflows from the kinds.
+WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
+    WorkflowInfo(name="eager", kinds=_BOTH,
+                 description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
+    WorkflowInfo(name="torch_compile", kinds=_BOTH,
+                 description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
+                             "generate(), default dynamic cache)"),
+    WorkflowInfo(name="torch_compile_forward", kinds=_LLM,
+                 description="LLMs: the forward compiled (inductor), default dynamic cache"),
+    WorkflowInfo(name="torch_compile_static", kinds=_LLM,
+                 description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
+    WorkflowInfo(name="aot_inductor", kinds=_SYNTHETIC,
+                 description="torch.export + AOTInductor package, loaded back and run"),
+    WorkflowInfo(name="onnxruntime", kinds=_SYNTHETIC, requires=_ORT,
+                 description="torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP)"),
+    WorkflowInfo(name="onnxruntime_cuda", kinds=_BOTH, requires=_ORT,
+                 description="ONNX Runtime, CUDA execution provider (LLMs: the decoder exported with its KV cache, "
+                             "greedy decode through IO binding)"),
+    WorkflowInfo(name="onnxruntime_trt", kinds=_SYNTHETIC, requires=_ORT,
+                 description="ONNX Runtime, TensorRT execution provider (engine cache in the env cache)"),
+    WorkflowInfo(name="torch_compile_tensorrt", kinds=_BOTH, requires=("torch_tensorrt",),
+                 description="torch.compile(backend='tensorrt') through Torch-TensorRT"),
+    WorkflowInfo(name="torch_tensorrt", kinds=_BOTH, requires=("torch_tensorrt",),
+                 description="Torch-TensorRT AOT: torch.export + torch_tensorrt.dynamo.compile, saved and reloaded"),
+    WorkflowInfo(name="tensorrt_llm", kinds=_LLM, requires=("tensorrt_llm",), own_worker=True,
+                 description="TensorRT-LLM LLM API"),
+    WorkflowInfo(name="torch_compile_openxla", kinds=_BOTH, requires=("torch_xla",), own_worker=True,
+                 description="torch.compile(backend='openxla') on a torch_xla device"),
+    WorkflowInfo(name="torchax", kinds=_BOTH, requires=("torchax", "jax"), own_worker=True,
+                 description="PyTorch modules on JAX/XLA through torchax.compile"),
+)}
+
+OWN_WORKER_WORKFLOWS = frozenset(name for name, info in WORKFLOWS.items() if info.own_worker)
+
+# Fault injection for the tests of crash isolation (the worker registers them only when MLCBENCH_TEST_FAULTS=1).
+FAULT_WORKFLOWS = frozenset({"fault-kill", "fault-segfault", "fault-hang", "fault-oom"})
+
+
+def workflows_for(kind: ModelKind) -> list[str]:
+    return [name for name, info in WORKFLOWS.items() if kind in info.kinds]

@@ -4,7 +4,7 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
-from mlcbench.schema.catalog import MODELS
+from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS
 
 Precision = Literal["fp32", "fp16", "bf16"]
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
@@ -45,15 +45,18 @@ class JobSpec(StrictModel):
             raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
         return name
 
+    @field_validator("workflow")
+    @classmethod
+    def _known_workflow(cls, name: str) -> str:
+        if name not in WORKFLOWS and name not in FAULT_WORKFLOWS:
+            raise ValueError(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
+        return name
+
     @property
     def job_id(self) -> str:
         """Stable identity: a hash of the canonical JSON of every field except the timeout (a limit, not a setting)."""
         canonical = self.model_dump_json(exclude={"timeout_s"})
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-    @property
-    def is_llm(self) -> bool:
-        return MODELS[self.model].kind == "llm"
 
     def label(self) -> str:
         return f"{self.model}/{self.workflow}/{self.precision}/b{self.batch_size}"

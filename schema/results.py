@@ -1,7 +1,7 @@
 from datetime import datetime
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.jobs import JobSpec
@@ -29,6 +29,30 @@ class Timing(StrictModel):
         return self.cv > 0.05
 
 
+DecodeLoop = Literal["hf_generate", "greedy_no_kv_cache", "greedy_onnx_kv_cache", "compiled_step", "tensorrt_llm"]
+KvCache = Literal["dynamic", "static", "none", "paged"]
+Accumulation = Literal["fp32", "fp16"]
+
+
+class Applied(StrictModel):
+    """What a workflow decided and applied, as fields the reports and the P3 scoring read (never parsed out of
+    free-form settings)."""
+
+    backend: Optional[str] = None
+    compile_mode: Optional[str] = None
+    # LLMs: Hugging Face's generate(), or a loop of the workflow's own (which a user would have to write too)
+    decode_loop: Optional[DecodeLoop] = None
+    kv_cache: Optional[KvCache] = None
+    # one build serves other batch sizes or sequence lengths (a dynamic cache, dynamic export axes)
+    dynamic_shapes: Optional[bool] = None
+    accumulation: Optional[Accumulation] = None
+    execution_providers: tuple[str, ...] = ()
+    export: Optional[Literal["torch.export", "onnx"]] = None
+    io_binding: Optional[bool] = None
+    # graphs dynamo compiled through the first call (0: the workflow ran eagerly, whatever its name)
+    compiled_graphs: Optional[int] = None
+
+
 class Metrics(StrictModel):
     latency: Optional[Timing] = None
     compile_s: Optional[float] = Field(None, description="JIT: preparation + first call; AOT: build time")
@@ -38,7 +62,6 @@ class Metrics(StrictModel):
     # synthetic
     flops: Optional[float] = None
     tflops: Optional[float] = None
-    accumulation: Optional[Literal["fp32", "fp16"]] = None
     peak_fraction: Optional[float] = Field(None, description="tflops / catalog peak for precision + accumulation")
     # llm
     tokens_per_s: Optional[float] = None
@@ -48,8 +71,23 @@ class Metrics(StrictModel):
     bandwidth_fraction: Optional[float] = Field(None, description="weight bytes / tpot over the catalog bandwidth")
     graph_breaks: Optional[int] = None
     recompiles: Optional[int] = None
-    # the settings the workflow actually applied (compile mode, decode loop, execution provider ...)
+    applied: Applied = Applied()
+    # free-form provenance a workflow records beside (library versions, paths, its stack's own options)
     settings: dict[str, Setting] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_accumulation(cls, data: Any) -> Any:
+        """Stores written before `applied` existed carry the accumulation mode at the top level."""
+        if isinstance(data, dict) and "accumulation" in data:
+            data = dict(data)
+            accumulation = data.pop("accumulation")
+            data["applied"] = {**dict(data.get("applied") or {}), "accumulation": accumulation}
+        return data
+
+    @property
+    def accumulation(self) -> Optional[Accumulation]:
+        return self.applied.accumulation
 
     @property
     def peak_mem_bytes(self) -> Optional[int]:

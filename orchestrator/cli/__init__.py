@@ -44,6 +44,16 @@ class Runtime(str, Enum):
     slurm = "slurm"
 
 
+def _checkpoints(values: Optional[list[str]]) -> dict[str, Path]:
+    checkpoints = {}
+    for value in values or []:
+        model, separator, folder = value.partition("=")
+        if not separator or not model or not folder:
+            raise UsageError(f"--checkpoint {value!r}: expected MODEL=FOLDER, e.g. tinyllama-1.1b=/models/TinyLlama")
+        checkpoints[model] = Path(folder).expanduser()
+    return checkpoints
+
+
 @app.command()
 @exits_cleanly
 def sweep(
@@ -74,6 +84,8 @@ def sweep(
     sbatch_arg: Annotated[Optional[list[str]], typer.Option(
         help="any other sbatch option, as one word: --sbatch-arg=--account=ml (repeatable)",
         rich_help_panel=SLURM_PANEL)] = None,
+    checkpoint: Annotated[Optional[list[str]], typer.Option(
+        help="MODEL=FOLDER: run that LLM with the weights of a local Hugging Face checkpoint folder")] = None,
 ) -> None:
     """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
     (twice: at once); running the same command again resumes. Exit code: 0 every job ended ok or unsupported, 3 some
@@ -90,11 +102,11 @@ def sweep(
         suite=get_suite(suite or default_suite(target.device)), env_names=list(split(env, "--env")) or ["local"],
         target=target, filters=Filters(models=split(model, "--model"), workflows=split(workflow, "--workflow"),
                                        batch_sizes=batch_size or []),
-        rerun=rerun, workdir=workdir, cache_dir=cache_dir,
+        rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
     )
     for name in options.env_names:
         load_env(name)
-    sweeping.expand(options.suite, target, options.filters)  # bad filters fail before the store is touched
+    sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fail before the store is touched
     writable_folder(workdir, "--workdir")
     writable_folder(cache_dir, "--cache-dir")
     store = Store(db)

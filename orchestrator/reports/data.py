@@ -218,10 +218,32 @@ def cost_rows(results: Iterable[Result]) -> list[CostRow]:
 
 
 @dataclass(frozen=True)
+class NotOk:
+    """A run of a support cell that did not end ok."""
+
+    batch: int
+    precision: str
+    status: str
+    reason: str
+
+    @property
+    def outcome(self) -> str:
+        return f"{self.status}: {self.reason}"
+
+    def __str__(self) -> str:
+        return f"b{self.batch} {self.precision} {self.outcome}"
+
+
+@dataclass(frozen=True)
 class SupportCell:
     status: str  # the most serious status among the cell's runs
     counts: tuple[tuple[str, int], ...]  # (status, runs), most serious first
-    reasons: tuple[str, ...]  # "b64 oom: CUDA out of memory ..." for every run that is not ok
+    not_ok: tuple[NotOk, ...]  # every run that did not end ok, by batch size
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """'b64 fp16 oom: CUDA out of memory ...' for every run that is not ok."""
+        return tuple(str(run) for run in self.not_ok)
 
     @property
     def label(self) -> str:
@@ -257,9 +279,9 @@ def support_matrices(results: Iterable[Result]) -> list[SupportMatrix]:
         for key, members in runs[model].items():
             counts = {s: sum(1 for r in members if r.status == s) for s in SEVERITY}
             present = tuple((s, n) for s, n in counts.items() if n)
-            reasons = tuple(f"b{r.job.batch_size} {r.job.precision} {r.status}: {r.reason or 'no reason recorded'}"
-                            for r in sorted(members, key=lambda r: r.job.batch_size) if r.status != "ok")
-            cells[key] = SupportCell(present[0][0], present, reasons)
+            not_ok = tuple(NotOk(r.job.batch_size, r.job.precision, r.status, r.reason or "no reason recorded")
+                           for r in sorted(members, key=lambda r: r.job.batch_size) if r.status != "ok")
+            cells[key] = SupportCell(present[0][0], present, not_ok)
         matrices.append(SupportMatrix(
             model=model, columns=tuple(sorted({(env, gpu) for _, env, gpu in cells})),
             workflows=tuple(sorted({workflow for workflow, _, _ in cells}, key=workflow_order)), cells=cells))

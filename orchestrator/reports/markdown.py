@@ -43,9 +43,8 @@ def _not_ok(report: Report) -> str:
     reasons: dict[tuple[str, str, str], set[str]] = {}
     for matrix in report.support:
         for (workflow, env, gpu), cell in matrix.cells.items():
-            for reason in cell.reasons:
-                status_and_text = reason.split(" ", 2)[2]  # drop "b64 fp16"
-                reasons.setdefault((workflow, f"{env} on {gpu}", status_and_text), set()).add(matrix.model)
+            for run in cell.not_ok:
+                reasons.setdefault((workflow, f"{env} on {gpu}", run.outcome), set()).add(matrix.model)
     rows = [(workflow, where, text.replace("|", "\\|"), ", ".join(sorted(models)))
             for (workflow, where, text), models in sorted(reasons.items())]
     return _rows(("workflow", "env", "status: reason", "models"), rows)

@@ -7,14 +7,14 @@ from statistics import median
 from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports.data import PerfRow, workflow_order
-from mlcbench.schema import Result
+from mlcbench.schema.results import DecodeLoop
 
 # (minimum median speedup over eager, score), best first
 SPEEDUP_STEPS = ((3.0, 5), (2.0, 4), (1.2, 3), (0.9, 2))
 # (maximum median compile seconds, score), best first
 COMPILE_STEPS = ((10.0, 5), (60.0, 4), (300.0, 3), (1200.0, 2))
 # Decode loops other than Hugging Face's generate() mean the user had to write their own generation code.
-STOCK_DECODE_LOOP = "hf_generate"
+STOCK_DECODE_LOOP: DecodeLoop = "hf_generate"
 
 RUBRIC: tuple[tuple[str, str], ...] = (
     ("Performance", "median speedup over eager across every (model, batch, precision, env, GPU) where both ran: "
@@ -23,12 +23,13 @@ RUBRIC: tuple[tuple[str, str], ...] = (
     ("Productivity", "median compile cost (JIT: preparation + first call; AOT: build) over the runs that succeeded: "
                      "≤10 s → 5, ≤60 s → 4, ≤300 s → 3, ≤1200 s → 2, else 1; minus 1 (not below 1) when the workflow "
                      "needed code changes, i.e. it ran its own decode loop instead of generate() "
-                     "(settings[\"decode_loop\"])."),
+                     "(applied.decode_loop)."),
     ("Portability", "fraction f of the (model, env, GPU) cells the workflow was tried in where at least one run ended "
                     "ok: score 1 + round(4f)."),
     ("Input flexibility", "fraction b of the tried batch sizes (per model, env and GPU) that ran ok: score "
-                          "1 + round(3b), plus 1 when the workflow declares dynamic shapes (a dynamic KV cache, or an "
-                          "export with a dynamic batch or sequence axis), so one build serves every input length."),
+                          "1 + round(3b), plus 1 when the workflow declares dynamic shapes (applied.dynamic_shapes: a "
+                          "dynamic KV cache, or an export with a dynamic batch or sequence axis), so one build serves "
+                          "every input length."),
     ("Architecture support", "fraction g of the GPU tags in this report where the workflow ran ok at least once: "
                              "score 1 + round(4g). With one GPU in the store it only says whether it ran there."),
     ("Correctness", "not scored: checks against eager that failed are counted next to the scores, and listed in "
@@ -66,14 +67,6 @@ def _step_score(value: float, steps: tuple[tuple[float, int], ...], higher_is_be
     return 1
 
 
-def _declares_dynamic_shapes(result: Result) -> bool:
-    settings = result.metrics.settings
-    if settings.get("cache") == "dynamic" or settings.get("dynamic") is True:
-        return True
-    exports = [settings.get("export"), settings.get("onnx_export")]
-    return any(isinstance(text, str) and ("dynamic" in text or "sequence" in text) for text in exports)
-
-
 def _fraction_score(ran: int, tried: int, span: int) -> int:
     return 1 + round(span * ran / tried) if tried else 1
 
@@ -90,7 +83,7 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         ok = [row for row in members if row.status == "ok"]
         speedups = [row.speedup for row in ok if row.speedup is not None]
         compile_times = [row.result.metrics.compile_s for row in ok if row.result.metrics.compile_s is not None]
-        custom_loop = any(row.result.metrics.settings.get("decode_loop") not in (None, STOCK_DECODE_LOOP) for row in ok)
+        custom_loop = any(row.result.metrics.applied.decode_loop not in (None, STOCK_DECODE_LOOP) for row in ok)
         median_speedup = median(speedups) if speedups else None
         median_compile = median(compile_times) if compile_times else None
         productivity = None
@@ -100,7 +93,7 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         cells_ran = {(row.model, row.env, row.gpu) for row in ok}
         batches_tried = {(row.model, row.env, row.gpu, row.batch) for row in members}
         batches_ran = {(row.model, row.env, row.gpu, row.batch) for row in ok}
-        dynamic = any(_declares_dynamic_shapes(row.result) for row in ok)
+        dynamic = any(row.result.metrics.applied.dynamic_shapes for row in ok)
         gpus_ran = tuple(sorted({row.gpu for row in ok}))
         checks = [row.correct for row in members if row.correct is not None]
         scored.append(P3Row(

@@ -14,7 +14,7 @@ from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, ensure_image
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
 from mlcbench.orchestrator.store.redaction import SECRETS
-from mlcbench.schema import EnvSpec
+from mlcbench.schema import EnvSpec, JobSpec
 from mlcbench.schema.protocol import worker_command
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +37,8 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
     work = files.folder.resolve()
     volumes = {str(code_root / package): {"bind": f"{CONTAINER_CODE}/mlcbench/{package}", "mode": "ro"}
                for package in CODE_PACKAGES}
+    # checkpoint folders at the same path inside, so the jobs' model_path (part of their identity) needs no rewrite
+    volumes.update({folder: {"bind": folder, "mode": "ro"} for folder in checkpoint_folders(files)})
     volumes[str(work)] = {"bind": CONTAINER_WORK, "mode": "rw"}
     volumes[str(cache_dir.resolve())] = {"bind": CONTAINER_CACHE, "mode": "rw"}
     environment = {
@@ -72,6 +74,12 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
     if gpu_uuid and env.gpu_archs:
         options["device_requests"] = [DeviceRequest(device_ids=[gpu_uuid], capabilities=[["gpu"]])]
     return options
+
+
+def checkpoint_folders(files: WorkerFiles) -> set[str]:
+    """The model_path folders the worker's jobs load."""
+    jobs = [JobSpec.model_validate_json(line) for line in files.jobs.read_text(encoding="utf-8").splitlines() if line]
+    return {job.model_path for job in jobs if job.model_path}
 
 
 class ContainerWorker:

@@ -14,6 +14,9 @@ FAST_FILTER = ["--model", "matmul-small", "--workflow", "eager", "--batch-size",
     (["sweep", "--gpu", "h100"], "contradicts this host"),
     (["sweep", "--db", "postgresql+psycopg://u:secret@127.0.0.1:9/x"], "cannot open the result store"),
     (["sweep", "--db", "nosuchdialect://x"], "cannot use --db"),
+    (["sweep", "--checkpoint", "tinyllama-1.1b"], "expected MODEL=FOLDER"),
+    (["sweep", "--checkpoint", "ffn-small=/tmp"], "not an LLM of the catalog"),
+    (["sweep", "--checkpoint", "llama-2layer=/nonexistent"], "no config.json there"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(mlcbench, tmp_path, args, message):
     done = mlcbench(*args)
@@ -42,6 +45,21 @@ def test_sweep_stores_tagged_rows_and_a_second_run_does_no_work(mlcbench, tmp_pa
     assert listed.returncode == 0 and "matmul-small" in listed.stdout
     empty = mlcbench("results", "--workflow", "torchax")
     assert empty.returncode == 0 and "no stored results match" in empty.stdout
+
+
+def test_a_checkpoint_folder_becomes_the_llm_jobs_model_path(mlcbench, tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mlcbench.schema import MODELS
+    from mlcbench.workers.models.llm import llama_config
+
+    folder = tmp_path / "tiny-checkpoint"
+    LlamaForCausalLM(LlamaConfig(**llama_config(MODELS["llama-2layer"]).to_dict())).save_pretrained(folder)
+    done = mlcbench("sweep", "--model", "llama-2layer", "--workflow", "eager", "--checkpoint", f"llama-2layer={folder}")
+    assert done.returncode == 0, done.stderr
+    [(result_json,)] = sqlite3.connect(tmp_path / "results" / "mlcbench.db").execute(
+        "select result_json from results").fetchall()
+    assert f'"model_path":"{folder}"' in result_json and '"status":"ok"' in result_json
 
 
 def test_rerun_runs_stored_jobs_again(mlcbench, tmp_path):

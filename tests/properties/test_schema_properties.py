@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from mlcbench.orchestrator.runtimes.follower import parse_result_line
-from mlcbench.schema import MODELS, JobSpec, Result, WorkflowOptions
+from mlcbench.schema import MODELS, WORKFLOWS, JobSpec, Result, WorkflowOptions
 from mlcbench.workers.protocol import JobFileError, read_jobs
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -18,7 +18,7 @@ options = st.builds(WorkflowOptions, compile_mode=st.sampled_from([None, "defaul
                     io_binding=st.booleans(), min_block_size=st.none() | st.integers(1, 100),
                     fp32_accumulation=st.none() | st.booleans())
 jobs = st.builds(
-    JobSpec, model=st.sampled_from(sorted(MODELS)), workflow=st.text(min_size=1, max_size=30),
+    JobSpec, model=st.sampled_from(sorted(MODELS)), workflow=st.sampled_from(sorted(WORKFLOWS)),
     precision=st.sampled_from(["fp32", "fp16", "bf16"]), batch_size=st.integers(1, 4096),
     input_len=st.integers(1, 8192), output_len=st.integers(1, 8192), warmup=st.integers(0, 1000),
     repeats=st.integers(1, 10000), timeout_s=st.floats(0.001, 86400), device=st.sampled_from(["cuda", "cpu"]),
@@ -27,7 +27,7 @@ statuses = st.sampled_from(["ok", "unsupported", "failed", "oom", "timeout", "cr
 # one replacement per JobSpec field, each a valid value that differs from any other
 CHANGES = {
     "model": lambda job: next(name for name in sorted(MODELS) if name != job.model),
-    "workflow": lambda job: job.workflow + "x",
+    "workflow": lambda job: next(name for name in sorted(WORKFLOWS) if name != job.workflow),
     "precision": lambda job: "fp16" if job.precision != "fp16" else "bf16",
     "batch_size": lambda job: job.batch_size % 4096 + 1,
     "input_len": lambda job: job.input_len % 8192 + 1,
@@ -41,7 +41,7 @@ CHANGES = {
 }
 OUT_OF_RANGE = {"batch_size": [0, 4097, -1], "input_len": [0, 8193], "output_len": [0], "warmup": [-1, 1001],
                 "repeats": [0, 10001], "timeout_s": [0, -1.0, 86401], "precision": ["fp8"], "device": ["tpu"],
-                "model": ["no-such-model"], "schema_version": [2]}
+                "model": ["no-such-model"], "workflow": ["torch_compiled", ""], "schema_version": [2]}
 
 
 def test_every_jobspec_field_but_the_timeout_has_a_change_here():

@@ -7,7 +7,7 @@ from typing import Optional
 import pytest
 
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, Timing
+from mlcbench.schema import Applied, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, Timing
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 GPU_INFO = {"h100": GpuInfo(name="NVIDIA H100 80GB HBM3", driver="580.1"),
@@ -43,8 +43,8 @@ def make_result(model: str, workflow: str, batch: int, gpu: str, env: str, statu
                        method="cuda_events") if ran else None,
         compile_s=compile_s if ran else None, load_s=1.5 if ran else None,
         torch_peak_mem_bytes=2_000_000_000 * batch if ran else None, tokens_per_s=tokens_per_s, tflops=tflops,
-        accumulation="fp32" if tflops else None, bandwidth_fraction=0.2 if tokens_per_s else None,
-        settings={"decode_loop": decode_loop} if decode_loop else {})
+        bandwidth_fraction=0.2 if tokens_per_s else None,
+        applied=Applied(accumulation="fp32" if tflops else None, decode_loop=decode_loop))
     correctness = None if passed is None else Correctness(cosine=0.999 if passed else 0.9, rel_l2_error=0.01,
                                                           token_agreement=1.0 if passed else 0.25, tolerance=0.02,
                                                           passed=passed)

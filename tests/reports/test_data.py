@@ -5,6 +5,7 @@ import pytest
 from mlcbench.orchestrator.reports.data import compare, comparisons_in, cost_rows, failed_checks, perf_rows, provenance_rows, \
     support_matrices, throughput_tables
 from mlcbench.orchestrator.reports.p3 import p3_rows
+from mlcbench.schema import Applied
 from tests.reports.conftest import FAILED_CHECK, FFN_TFLOPS, TINYLLAMA_TOKENS, make_result
 
 
@@ -130,7 +131,8 @@ def test_p3_scores_follow_the_rubric(results):
 
 def test_p3_input_flexibility_counts_dynamic_shapes():
     dynamic = make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=1.0)
-    dynamic = dynamic.model_copy(update={"metrics": dynamic.metrics.model_copy(update={"settings": {"cache": "dynamic"}})})
+    applied = Applied(kv_cache="dynamic", dynamic_shapes=True)
+    dynamic = dynamic.model_copy(update={"metrics": dynamic.metrics.model_copy(update={"applied": applied})})
     static = make_result("tinyllama-1.1b", "torch_compile_static", 1, "h100", "local", tokens_per_s=2.0)
     scores = {p.workflow: p for p in p3_rows(perf_rows([dynamic, static]))}
     assert scores["eager"].dynamic_shapes and scores["eager"].input_flexibility == 5

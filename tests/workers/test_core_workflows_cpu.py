@@ -32,8 +32,8 @@ def test_eager_synthetic_has_exact_flops_and_no_correctness_check(tmp_path):
 
 def test_onnxruntime_without_io_binding_on_cpu_records_it(tmp_path):
     result = run_job(synthetic("onnxruntime", options={"io_binding": False}), tmp_path)
-    assert result.status == "ok" and result.metrics.settings["io_binding"] is False
-    assert "CPUExecutionProvider" in result.metrics.settings["execution_providers"]
+    assert result.status == "ok" and result.metrics.applied.io_binding is False
+    assert "CPUExecutionProvider" in result.metrics.applied.execution_providers
 
 
 def test_cuda_job_without_a_gpu_is_unsupported_with_the_reason(tmp_path):
@@ -55,7 +55,7 @@ def test_llm_generates_exactly_output_len_tokens_and_checks_against_eager(tmp_pa
     assert metrics.output_tokens == 6
     assert metrics.tokens_per_s == pytest.approx(2 * 6 / (metrics.latency.median_ms / 1e3))
     assert 0 < metrics.ttft_ms and 0 < metrics.tpot_ms
-    assert metrics.settings["decode_loop"] == "hf_generate"
+    assert metrics.applied.decode_loop == "hf_generate"
     if workflow == "eager":
         assert result.correctness is None and metrics.graph_breaks is None
     else:
@@ -63,11 +63,11 @@ def test_llm_generates_exactly_output_len_tokens_and_checks_against_eager(tmp_pa
         assert result.correctness.cosine > 0.9999
         assert metrics.graph_breaks == 0
     if workflow == "torch_compile_static":
-        assert metrics.settings["cache"] == "static" and metrics.settings["compiled_graphs"] >= 1
+        assert metrics.applied.kv_cache == "static" and metrics.applied.compiled_graphs >= 1
     if workflow == "torch_compile":  # the paper's recipe: generate() bypasses the compiled wrapper
-        assert metrics.settings["compiled_graphs"] == 0
+        assert metrics.applied.compiled_graphs == 0
     if workflow == "torch_compile_forward":
-        assert metrics.settings["cache"] == "dynamic" and metrics.settings["compiled_graphs"] >= 1
+        assert metrics.applied.kv_cache == "dynamic" and metrics.applied.compiled_graphs >= 1
 
 
 def test_llm_from_a_saved_checkpoint_folder(tmp_path):

@@ -68,8 +68,9 @@ def test_tensorrt_ep_options_profiles_and_engine_cache(fake_ort, tmp_path, preci
     assert trt["trt_profile_opt_shapes"] == trt["trt_profile_max_shapes"] == "input_0:2x8x256"
     assert session["path"].startswith(str(tmp_path / "onnx"))  # exports are shared by the onnxruntime* workflows
     settings = result.metrics.settings
-    assert settings["execution_providers"] == ",".join(ALL_EPS)
-    assert settings["onnx_export"] == "dynamo (dynamic batch, sequence)"
+    applied = result.metrics.applied
+    assert applied.execution_providers == tuple(ALL_EPS)
+    assert applied.export == "onnx" and applied.dynamic_shapes is True
     assert settings["trt_engine_cache_path"] == trt["trt_engine_cache_path"]
     assert result.metrics.accumulation == ("fp16" if precision == "fp16" else "fp32")
     assert result.correctness.passed
@@ -82,7 +83,7 @@ def test_cuda_ep_with_cpu_fallback(fake_ort, tmp_path):
     (session,) = created
     assert session["providers"][0][0] == "CUDAExecutionProvider"
     assert session["providers"][1:] == ["CPUExecutionProvider"]
-    assert result.metrics.settings["io_binding"] is False
+    assert result.metrics.applied.io_binding is False
     assert result.metrics.accumulation == "fp32"
     assert result.correctness.passed
 
@@ -141,7 +142,7 @@ def test_dynamic_export_is_made_once_for_every_batch_and_io_binding(fake_ort, tm
     assert first.status == again.status == "ok", (first.reason, again.reason)
     assert first.metrics.settings["onnx_export_cached"] is False and first.metrics.settings["onnx_export_s"] > 0
     assert again.metrics.settings["onnx_export_cached"] is True and "onnx_export_s" not in again.metrics.settings
-    assert again.correctness.passed and again.metrics.settings["io_binding"] is False
+    assert again.correctness.passed and again.metrics.applied.io_binding is False
     assert len(list((tmp_path / "onnx").iterdir())) == 1
 
 
@@ -167,7 +168,7 @@ def test_bf16_buffers_are_bound_by_their_onnx_element_type(tmp_path, io_binding)
     assert out.dtype == torch.bfloat16 and torch.equal(out, x * 2)  # doubling is exact in bf16
     y = torch.randn(4, 3, dtype=torch.bfloat16)
     assert torch.equal(run(y), (y if not io_binding else x) * 2)  # bound buffers are read in place
-    assert ctx.settings["io_binding"] is io_binding
+    assert ctx.applied.io_binding is io_binding
 
 
 def test_llm_through_onnxruntime_with_its_kv_cache_matches_eager(fake_ort, tmp_path):
@@ -179,9 +180,9 @@ def test_llm_through_onnxruntime_with_its_kv_cache_matches_eager(fake_ort, tmp_p
     assert cpu.correctness.passed and cpu.correctness.token_agreement == 1.0
     assert cpu.metrics.output_tokens == 6 and cpu.metrics.tokens_per_s > 0
     settings = cpu.metrics.settings
-    assert settings["decode_loop"] == "greedy_onnx_kv_cache" and settings["onnx_export_cached"] is False
+    assert cpu.metrics.applied.decode_loop == "greedy_onnx_kv_cache" and settings["onnx_export_cached"] is False
     cuda = run_job(_job("onnxruntime_cuda", io_binding=False).model_copy(update={**llm, "batch_size": 1}), tmp_path)
     assert cuda.status == "ok", cuda.error
     assert cuda.metrics.settings["onnx_export_cached"] is True and cuda.correctness.passed
-    assert cuda.metrics.settings["io_binding"] is False
-    assert cuda.metrics.settings["execution_providers"].startswith("CUDAExecutionProvider")
+    assert cuda.metrics.applied.io_binding is False
+    assert cuda.metrics.applied.execution_providers[0] == "CUDAExecutionProvider"

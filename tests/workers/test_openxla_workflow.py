@@ -78,7 +78,7 @@ def test_compiles_with_openxla_and_syncs_every_timed_call(fake_xla, tmp_path, cu
     flushes = calls["sync"] if current_api else calls["mark_step"]
     assert flushes == calls["wait"] == 1 + 1 + 2  # first call, warm-up, repeats
     assert calls["env_at_import"] == {"PJRT_DEVICE": "CPU", "GPU_NUM_DEVICES": None, "PJRT_ALLOCATOR_PREALLOCATE": None}
-    assert result.metrics.settings["backend"] == "openxla" and result.metrics.settings["PJRT_DEVICE"] == "CPU"
+    assert result.metrics.applied.backend == "openxla" and result.metrics.settings["PJRT_DEVICE"] == "CPU"
     assert result.correctness.passed
 
 

@@ -118,7 +118,7 @@ def test_torch_tensorrt_llm_greedy_loop_over_dynamic_sequence_engine(fake_trt, t
     (spec,) = compiled["inputs"]
     assert (spec.min_shape, spec.opt_shape, spec.max_shape, spec.dtype) == ((2, 8), (2, 10), (2, 13), torch.int64)
     assert compiled["enabled_precisions"] == {torch.float32}
-    assert result.metrics.settings["decode_loop"] == "greedy_no_kv_cache"
+    assert result.metrics.applied.decode_loop == "greedy_no_kv_cache"
     assert result.metrics.output_tokens == 6
     assert result.correctness.passed and result.correctness.token_agreement == 1.0
 

@@ -28,7 +28,7 @@ def test_synthetic_models_match_eager(monkeypatch, tmp_path, model, precision):
     assert result.status == "ok", result.error
     assert result.correctness.passed and result.correctness.rel_l2_error <= result.correctness.tolerance
     settings = result.metrics.settings
-    assert settings["jax_backend"] == "cpu" and settings["compile"] == "torchax.compile (jax.jit)"
+    assert settings["jax_backend"] == "cpu" and result.metrics.applied.backend == "torchax (jax.jit)"
     assert settings["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"  # set before jax could read it
 
@@ -60,7 +60,7 @@ def test_llm_greedy_loop_matches_eager_tokens(tmp_path):
     assert result.status == "ok", result.error
     assert result.metrics.output_tokens == 6
     assert result.correctness.passed and result.correctness.token_agreement == 1.0
-    assert result.metrics.settings["decode_loop"] == "greedy_no_kv_cache"
+    assert result.metrics.applied.decode_loop == "greedy_no_kv_cache"
 
 
 def test_missing_torchax_is_unsupported(monkeypatch, tmp_path):

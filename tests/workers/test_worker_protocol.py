@@ -18,12 +18,12 @@ def run_worker(tmp_path, lines: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_worker_answers_each_job_with_one_result_line_in_order(tmp_path):
-    jobs = [json.dumps({**FAST, "workflow": "eager"}), json.dumps({**FAST, "workflow": "no_such_workflow"})]
+    jobs = [json.dumps({**FAST, "workflow": "eager"}), json.dumps({**FAST, "workflow": "tensorrt_llm"})]
     done = run_worker(tmp_path, jobs)
     assert done.returncode == 0, done.stderr
     results = [Result.model_validate_json(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert [r.status for r in results] == ["ok", "unsupported"]
-    assert "unknown" in results[1].reason
+    assert "tensorrt_llm not importable" in results[1].reason
     assert results[0].metrics.latency.repeats == 2
     assert (tmp_path / "progress.txt").read_text().split() == [r.job_id for r in results]
 
@@ -35,6 +35,13 @@ def test_malformed_job_file_is_refused_whole_with_one_line_naming_line_and_field
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0
     assert "jobs.jsonl:2" in done.stderr and "batch_size" in done.stderr
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_job_naming_an_unknown_workflow_is_refused_before_anything_runs(tmp_path):
+    done = run_worker(tmp_path, [json.dumps({**FAST, "workflow": "eager"}), json.dumps({**FAST, "workflow": "eagre"})])
+    assert done.returncode == 2
+    assert "jobs.jsonl:2" in done.stderr and "workflow" in done.stderr and "unknown workflow 'eagre'" in done.stderr
     assert not (tmp_path / "results.jsonl").exists()
 
 

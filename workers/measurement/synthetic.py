@@ -27,11 +27,11 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
         latency = time_calls(lambda: compiled(*inputs), job.warmup, job.repeats, cuda, ctx.sync)
     flops = synthetic.flops(info, job)
     ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))
+    ctx.apply(accumulation=ctx.applied.accumulation or "fp32")  # PyTorch's own matmuls accumulate in fp32
     metrics = Metrics(
         latency=latency, compile_s=prepare_s + first_call_s, load_s=load_s,
         torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
         flops=flops, tflops=flops / (latency.median_ms * 1e-3) / 1e12,
-        accumulation="fp16" if ctx.settings.get("accumulation") == "fp16" else "fp32",
     )
     correctness = None if reference is None else compare_tensors(output, reference, ctx.dtype)
     return metrics, correctness

@@ -96,7 +96,6 @@ def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> On
     path, input_names, output_names = export_decoder(model, ctx)
     sess = session(path, providers, ctx)
     io_binding = ctx.job.options.io_binding
-    ctx.settings.update(io_binding=io_binding, cache="dynamic (ONNX inputs/outputs)",
-                        decode_loop="greedy_onnx_kv_cache")
+    ctx.apply(io_binding=io_binding, kv_cache="dynamic", dynamic_shapes=True, decode_loop="greedy_onnx_kv_cache")
     return OnnxKVCacheRunner(sess, model, input_names, output_names, ctx.dtype, model.config.eos_token_id,
                              ctx.device if io_binding else torch.device("cpu"))

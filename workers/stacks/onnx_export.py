@@ -38,6 +38,7 @@ def export_onnx(module: torch.nn.Module, args: tuple, ctx: WorkflowContext, inpu
     key = re.sub(r"[^A-Za-z0-9.+_-]+", "_", "-".join(parts + ([job.model_path] if job.model_path else [])))
     folder = ctx.cache_dir.parent / "onnx" / key
     path = folder / "model.onnx"
+    ctx.apply(export="onnx", dynamic_shapes=dynamic_shapes is not None)
     ctx.settings["onnx_export"] = f"dynamo ({shapes})"
     ctx.settings["onnx_export_cached"] = path.is_file()
     if path.is_file():
@@ -115,7 +116,7 @@ def session(path: Path, providers: list, ctx: WorkflowContext):
     if wanted not in created:
         raise Unsupported(f"onnxruntime {ort.__version__} lists {wanted} but could not create it (the session got "
                           f"{', '.join(created)})")
-    ctx.settings["execution_providers"] = ",".join(created)
+    ctx.apply(backend="onnxruntime", execution_providers=tuple(created))
     ctx.settings["onnxruntime"] = ort.__version__
     return sess
 
@@ -143,7 +144,7 @@ def runner(sess, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor, io_b
     names = [i.name for i in sess.get_inputs()]
     output_name = sess.get_outputs()[0].name
     binding = sess.io_binding()
-    ctx.settings["io_binding"] = io_binding
+    ctx.apply(io_binding=io_binding)
     if io_binding:
         inputs = tuple(tensor.contiguous() for tensor in inputs)
         output = torch.empty_like(reference)

@@ -15,7 +15,7 @@ def version_tuple(version: str) -> tuple[int, int]:
 
 
 def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> dict:
-    """The keyword settings for torch_tensorrt.dynamo.compile / torch.compile(options=...), recorded in ctx.settings.
+    """The keyword settings for torch_tensorrt.dynamo.compile / torch.compile(options=...), recorded with the result.
 
     Up to 2.9 TensorRT types layers weakly: enabled_precisions says which kernels it may pick. From 2.10
     use_explicit_typing is the default (layers keep the model's dtypes) and passing enabled_precisions raises.
@@ -39,7 +39,7 @@ def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> dict:
         use_explicit_typing=explicit_by_default or fp32_acc,
         enabled_precisions=",".join(sorted(str(d).replace("torch.", "") for d in settings.get("enabled_precisions", ())))
         or "not passed (explicit typing)",
-        # TensorRT may accumulate fp16 matmuls in fp16 unless told otherwise: that alone can double a GeForce peak
-        accumulation="fp16" if ctx.dtype == torch.float16 and not fp32_acc else "fp32",
     )
+    # TensorRT may accumulate fp16 matmuls in fp16 unless told otherwise: that alone can double a GeForce peak
+    ctx.apply(accumulation="fp16" if ctx.dtype == torch.float16 and not fp32_acc else "fp32")
     return settings

@@ -1,59 +1,38 @@
-"""Workflow registry: name -> module:class, imported only when a job asks for it."""
+"""Workflow registry: the workflow named in a job is the Workflow subclass of mlcbench.workers.workflows.<name>,
+imported only when a job asks for it; what it needs comes from the catalog's table (schema/catalog.py)."""
 
 import importlib
 import importlib.util
 import os
 import sys
 
-from mlcbench.schema import WORKFLOWS
+from mlcbench.schema import FAULT_WORKFLOWS, WORKFLOWS
 from mlcbench.workers.workflows.base import Unsupported, Workflow
 
-_MODULES: dict[str, str] = {
-    "eager": "eager:Eager",
-    "torch_compile": "torch_compile:TorchCompile",
-    "torch_compile_forward": "torch_compile_forward:TorchCompileForward",
-    "torch_compile_static": "torch_compile_static:TorchCompileStatic",
-    "aot_inductor": "aot_inductor:AOTInductor",
-    "onnxruntime": "onnxruntime:OnnxRuntime",
-    "onnxruntime_cuda": "onnxruntime_cuda:OnnxRuntimeCUDA",
-    "onnxruntime_trt": "onnxruntime_trt:OnnxRuntimeTensorRT",
-    "torch_compile_tensorrt": "torch_compile_tensorrt:TorchCompileTensorRT",
-    "torch_tensorrt": "torch_tensorrt:TorchTensorRT",
-    "tensorrt_llm": "tensorrt_llm:TensorRTLLM",
-    "torch_compile_openxla": "torch_compile_openxla:TorchCompileOpenXLA",
-    "torchax": "torchax:Torchax",
-}
-_FAULTS: dict[str, str] = {
-    "fault-kill": "faults:KillSelf",
-    "fault-segfault": "faults:Segfault",
-    "fault-hang": "faults:Hang",
-    "fault-oom": "faults:OutOfMemory",
-}
 FAULTS_ENV = "MLCBENCH_TEST_FAULTS"
-
-
-def registered() -> dict[str, str]:
-    modules = dict(_MODULES)
-    if os.environ.get(FAULTS_ENV) == "1":
-        modules.update(_FAULTS)
-    return modules
+_FAULTS_MODULE = "faults"
 
 
 def load(name: str) -> Workflow:
-    target = registered().get(name)
-    if target is None:
-        known = name in WORKFLOWS
-        raise Unsupported(f"workflow {name!r} is {'not implemented in this worker yet' if known else 'unknown'}")
-    module_name, class_name = target.split(":")
-    try:
-        module = importlib.import_module(f"{__name__}.{module_name}")
-    except ImportError as error:
-        raise Unsupported(f"{name}: {error.name or error} not importable in this environment") from None
-    workflow = getattr(module, class_name)()
-    missing = [package for package in workflow.requires if not _installed(package)]
+    if name in FAULT_WORKFLOWS and os.environ.get(FAULTS_ENV) == "1":
+        return _workflow_in(_FAULTS_MODULE, name)
+    info = WORKFLOWS.get(name)
+    if info is None:
+        raise Unsupported(f"workflow {name!r} is unknown")
+    missing = [package for package in info.requires if not _installed(package)]
     if missing:
         raise Unsupported(f"{name}: {', '.join(missing)} not importable in this environment")
-    return workflow
+    try:
+        return _workflow_in(name, name)
+    except ImportError as error:
+        raise Unsupported(f"{name}: {error.name or error} not importable in this environment") from None
+
+
+def _workflow_in(module_name: str, name: str) -> Workflow:
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    [workflow] = [value for value in vars(module).values()
+                  if isinstance(value, type) and issubclass(value, Workflow) and value.__dict__.get("name") == name]
+    return workflow()
 
 
 def _installed(package: str) -> bool:

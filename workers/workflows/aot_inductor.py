@@ -10,7 +10,7 @@ class AOTInductor(Workflow):
     name = "aot_inductor"
 
     def compile_module(self, module, inputs, ctx):
-        ctx.settings["export"] = "torch.export (static shapes)"
+        ctx.apply(backend="inductor", export="torch.export", dynamic_shapes=False)
         exported = torch.export.export(module, inputs)
         package = ctx.cache_dir / "aot_inductor" / f"{ctx.job.job_id}.pt2"
         package.parent.mkdir(parents=True, exist_ok=True)

@@ -4,9 +4,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional
 
-from mlcbench.schema import JobSpec
-from mlcbench.workers.decode import Generation, LLMRunner
+from mlcbench.schema import Applied, JobSpec
 from mlcbench.schema.results import Setting
+from mlcbench.workers.decode import LLMRunner
 
 if TYPE_CHECKING:
     import torch
@@ -22,16 +22,20 @@ class WorkflowContext:
     device: "torch.device"
     dtype: "torch.dtype"
     cache_dir: Path
-    # what the workflow actually applied (compile mode, provider, accumulation, decode loop ...), stored with the result
+    # what the workflow decided (backend, decode loop, KV cache, accumulation ...): typed, read by the reports
+    applied: Applied = field(default_factory=Applied)
+    # free-form provenance stored beside it (library versions, paths, the stack's own options)
     settings: dict[str, Setting] = field(default_factory=dict)
     # blocks until a workflow's asynchronous outputs are ready, when they live outside torch's CUDA stream
     sync: Optional[Callable[[object], None]] = None
 
+    def apply(self, **fields: object) -> None:
+        """Record what the workflow applied; a field Applied does not have is an error."""
+        self.applied = Applied.model_validate({**self.applied.model_dump(exclude_unset=True), **fields})
+
 
 class Workflow:
     name: ClassVar[str]
-    # top-level packages the workflow needs; checked (without importing) before any model is built
-    requires: ClassVar[tuple[str, ...]] = ()
 
     def compile_module(self, module: "torch.nn.Module", inputs: tuple["torch.Tensor", ...],
                        ctx: WorkflowContext) -> Callable[..., object]:

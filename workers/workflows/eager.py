@@ -9,6 +9,5 @@ class Eager(Workflow):
         return module
 
     def prepare_llm(self, model, ctx):
-        ctx.settings["decode_loop"] = "hf_generate"
-        ctx.settings["cache"] = "dynamic"
+        ctx.apply(decode_loop="hf_generate", kv_cache="dynamic", dynamic_shapes=True)
         return HFGenerateRunner(model, disable_compile=True)

@@ -16,7 +16,6 @@ def _providers(ctx) -> list:
 
 class OnnxRuntime(Workflow):
     name = "onnxruntime"
-    requires = ("onnxruntime", "onnxscript")
 
     def compile_module(self, module, inputs, ctx):
         providers = _providers(ctx)

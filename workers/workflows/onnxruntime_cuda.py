@@ -8,13 +8,12 @@ from mlcbench.workers.workflows.base import Workflow
 
 class OnnxRuntimeCUDA(Workflow):
     name = "onnxruntime_cuda"
-    requires = ("onnxruntime", "onnxscript")
 
     def compile_module(self, module, inputs, ctx):
         require_provider("CUDAExecutionProvider")
         path = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
         sess = session(path, [cuda_provider(ctx), "CPUExecutionProvider"], ctx)
-        ctx.settings["accumulation"] = "fp32"  # the CUDA EP runs fp16 GEMMs with fp32 compute (cuBLAS 32F)
+        ctx.apply(accumulation="fp32")  # the CUDA EP runs fp16 GEMMs with fp32 compute (cuBLAS 32F)
         return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
 
     def prepare_llm(self, model, ctx):

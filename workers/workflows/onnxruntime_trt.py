@@ -24,7 +24,6 @@ def profile_shapes(inputs: tuple[torch.Tensor, ...], smallest: bool) -> str:
 
 class OnnxRuntimeTensorRT(Workflow):
     name = "onnxruntime_trt"
-    requires = ("onnxruntime", "onnxscript")
 
     def compile_module(self, module, inputs, ctx):
         if ctx.dtype == torch.bfloat16:
@@ -50,7 +49,7 @@ class OnnxRuntimeTensorRT(Workflow):
         sess = session(path, providers, ctx)
         ctx.settings.update({key: value for key, value in trt_options.items() if key != "device_id"})
         # with fp16 enabled TensorRT may pick fp16-accumulating kernels: that alone can double a GeForce peak
-        ctx.settings["accumulation"] = "fp16" if fp16 else "fp32"
+        ctx.apply(accumulation="fp16" if fp16 else "fp32")
         return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
 
     def prepare_llm(self, model, ctx):

@@ -41,7 +41,6 @@ class TensorRTLLMRunner:
 
 class TensorRTLLM(Workflow):
     name = "tensorrt_llm"
-    requires = ("tensorrt_llm",)
 
     def compile_module(self, module, inputs, ctx):
         raise Unsupported("tensorrt_llm runs LLMs only")
@@ -63,20 +62,23 @@ class TensorRTLLM(Workflow):
 
             options["build_config"] = BuildConfig(max_batch_size=job.batch_size, max_input_len=job.input_len,
                                                   max_seq_len=job.input_len + job.output_len)
-            ctx.settings.update(backend="tensorrt engines", max_batch_size=job.batch_size,
+            ctx.apply(backend="tensorrt engines")
+            ctx.settings.update(max_batch_size=job.batch_size,
                                 max_input_len=job.input_len, max_seq_len=job.input_len + job.output_len)
         else:
             from tensorrt_llm.llmapi import CudaGraphConfig
 
             batch_sizes = sorted(set(CUDA_GRAPH_BATCH_SIZES) | {job.batch_size})
             options["cuda_graph_config"] = CudaGraphConfig(batch_sizes=batch_sizes)
-            ctx.settings.update(backend="pytorch", cuda_graph_batch_sizes=",".join(map(str, batch_sizes)))
+            ctx.apply(backend="tensorrt_llm pytorch")
+            ctx.settings["cuda_graph_batch_sizes"] = ",".join(map(str, batch_sizes))
         begin = time.perf_counter()
         llm = LLM(**options)
         ctx.settings.update(tensorrt_llm=tensorrt_llm.__version__, build_s=round(time.perf_counter() - begin, 3),
                             kv_cache_free_gpu_memory_fraction=KV_CACHE_FRACTION, model_folder=folder,
-                            decode_loop="tensorrt_llm generate", sampling="greedy, ignore_eos",
+                            sampling="greedy, ignore_eos",
                             correctness="tokens only", token_times="not observable (no streaming)")
+        ctx.apply(decode_loop="tensorrt_llm", kv_cache="paged", dynamic_shapes=True)
         return TensorRTLLMRunner(llm, SamplingParams, eos_token_id)
 
     @staticmethod

@@ -18,11 +18,12 @@ class TorchCompile(Workflow):
 
     def compile_module(self, module, inputs, ctx):
         mode = ctx.job.options.compile_mode or "default"
-        ctx.settings.update(backend="inductor", compile_mode=mode)
+        ctx.apply(backend="inductor", compile_mode=mode, dynamic_shapes=False)
         return torch.compile(module, mode=mode, dynamic=False)
 
     def prepare_llm(self, model, ctx):
         mode = ctx.job.options.compile_mode or "default"
-        ctx.settings.update(backend="inductor", compile_mode=mode, cache="dynamic", decode_loop="hf_generate",
-                            compiled="torch.compile(model), then model.generate()")
+        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,
+                  decode_loop="hf_generate")
+        ctx.settings["compiled"] = "torch.compile(model), then model.generate()"
         return HFGenerateRunner(torch.compile(model, mode=mode))

@@ -13,7 +13,8 @@ class TorchCompileForward(Workflow):
 
     def prepare_llm(self, model, ctx):
         mode = ctx.job.options.compile_mode or "default"
-        ctx.settings.update(backend="inductor", compile_mode=mode, cache="dynamic", decode_loop="hf_generate",
-                            compiled="model.forward")
+        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,
+                  decode_loop="hf_generate")
+        ctx.settings["compiled"] = "model.forward"
         model.forward = torch.compile(model.forward, mode=mode)
         return HFGenerateRunner(model, disable_compile=True)

@@ -22,7 +22,6 @@ def _pjrt_environment(device_type: str) -> dict:
 
 class TorchCompileOpenXLA(Workflow):
     name = "torch_compile_openxla"
-    requires = ("torch_xla",)
 
     def compile_module(self, module, inputs, ctx):
         for key, value in _pjrt_environment(ctx.device.type).items():  # read by torch_xla when it loads
@@ -41,8 +40,8 @@ class TorchCompileOpenXLA(Workflow):
         on_device = tuple(tensor.to(device) for tensor in inputs)
         compiled = torch.compile(module, backend="openxla", dynamic=False)
         ctx.sync = sync
-        ctx.settings.update(backend="openxla", dynamic=False, xla_device=str(device),
-                            torch_xla=getattr(torch_xla, "__version__", "unknown"))
+        ctx.apply(backend="openxla", dynamic_shapes=False)
+        ctx.settings.update(xla_device=str(device), torch_xla=getattr(torch_xla, "__version__", "unknown"))
         return lambda *_: compiled(*on_device)
 
     def prepare_llm(self, model, ctx):

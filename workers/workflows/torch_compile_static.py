@@ -16,5 +16,6 @@ class TorchCompileStatic(Workflow):
         if ctx.device.type == "cpu":
             # generate() auto-compiles only on accelerators; this private switch lets the same recipe run on a CPU
             config._compile_all_devices = True
-        ctx.settings.update(backend="inductor", compile_mode=mode, cache="static", decode_loop="hf_generate")
+        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
+                  decode_loop="hf_generate")
         return HFGenerateRunner(model, cache_implementation="static", compile_config=config)

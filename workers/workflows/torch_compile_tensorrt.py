@@ -13,12 +13,11 @@ from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 class TorchCompileTensorRT(Workflow):
     name = "torch_compile_tensorrt"
-    requires = ("torch_tensorrt",)
 
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt", "import registers the 'tensorrt' torch.compile backend")
         options = compilation_settings(torch_tensorrt, ctx)
-        ctx.settings.update(backend="tensorrt", dynamic=False)
+        ctx.apply(backend="tensorrt", dynamic_shapes=False)
         return torch.compile(module, backend="tensorrt", dynamic=False, options=options)
 
     def prepare_llm(self, model, ctx):

@@ -14,7 +14,6 @@ from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 class TorchTensorRT(Workflow):
     name = "torch_tensorrt"
-    requires = ("torch_tensorrt",)
 
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt")
@@ -24,7 +23,8 @@ class TorchTensorRT(Workflow):
         path = ctx.cache_dir / "torch_tensorrt" / f"{ctx.job.job_id}.ep"
         path.parent.mkdir(parents=True, exist_ok=True)
         torch_tensorrt.save(compiled, str(path), inputs=list(inputs))
-        ctx.settings.update(export="torch.export (static shapes)", saved_program=str(path))
+        ctx.apply(backend="tensorrt", export="torch.export", dynamic_shapes=False)
+        ctx.settings["saved_program"] = str(path)
         return torch.export.load(str(path)).module()
 
     def prepare_llm(self, model, ctx):
@@ -43,6 +43,7 @@ class TorchTensorRT(Workflow):
                                     opt_shape=(job.batch_size, (shortest + longest) // 2),
                                     max_shape=(job.batch_size, longest), dtype=torch.int64)
         forward = torch_tensorrt.dynamo.compile(exported, inputs=[spec], **options)
-        ctx.settings.update(export=f"torch.export (sequence {shortest}..{longest})", decode_loop="greedy_no_kv_cache",
-                            cache="none")
+        ctx.apply(backend="tensorrt", export="torch.export", dynamic_shapes=longest > shortest,
+                  decode_loop="greedy_no_kv_cache", kv_cache="none")
+        ctx.settings["sequence_range"] = f"{shortest}..{longest}"
         return GreedyRunner(forward, eos_token_id=model.config.eos_token_id)

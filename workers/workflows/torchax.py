@@ -91,7 +91,6 @@ class _LastLogits(torch.nn.Module):
 
 class Torchax(Workflow):
     name = "torchax"
-    requires = ("torchax", "jax")
 
     def compile_module(self, module, inputs, ctx):
         torchax, env, jax = _load(ctx)
@@ -103,7 +102,7 @@ class Torchax(Workflow):
             # moved once, like IO binding: the timed calls measure the computation, not host transfers
             on_device = tuple(tensor.to("jax") for tensor in host_inputs)
         ctx.sync = jax.block_until_ready
-        ctx.settings["compile"] = "torchax.compile (jax.jit)"
+        ctx.apply(backend="torchax (jax.jit)", dynamic_shapes=False)
 
         def run(*_: torch.Tensor):
             with env:
@@ -117,6 +116,5 @@ class Torchax(Workflow):
         with env:
             model.to("jax")
             forward = torchax.compile(_LastLogits(model))
-        ctx.settings.update(compile="torchax.compile (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache",
-                            cache="none")
+        ctx.apply(backend="torchax (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache", kv_cache="none")
         return _TorchaxGreedy(env, forward, model.config.eos_token_id, jax.block_until_ready)
