@@ -3,7 +3,7 @@ read-only (worker changes need no rebuild), the exchange folder read-write, and 
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import docker
 import docker.errors
@@ -32,13 +32,14 @@ STOP_WAIT_S = 30
 
 def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: Path, gpu_uuid: Optional[str] = None,
                       *, extra_env: Optional[dict[str, str]] = None, labels: Optional[dict[str, str]] = None,
-                      network: bool = False, code_root: Path = CODE_ROOT, user: Optional[str] = None) -> dict[str, Any]:
+                      network: bool = False, code_root: Path = CODE_ROOT, user: Optional[str] = None,
+                      checkpoints: Iterable[str] = ()) -> dict[str, Any]:
     """Keyword arguments of `client.containers.run` for one worker (pure: no engine needed)."""
     work = files.folder.resolve()
     volumes = {str(code_root / package): {"bind": f"{CONTAINER_CODE}/mlcbench/{package}", "mode": "ro"}
                for package in CODE_PACKAGES}
     # checkpoint folders at the same path inside, so the jobs' model_path (part of their identity) needs no rewrite
-    volumes.update({folder: {"bind": folder, "mode": "ro"} for folder in checkpoint_folders(files)})
+    volumes.update({folder: {"bind": folder, "mode": "ro"} for folder in checkpoints})
     volumes[str(work)] = {"bind": CONTAINER_WORK, "mode": "rw"}
     volumes[str(cache_dir.resolve())] = {"bind": CONTAINER_CACHE, "mode": "rw"}
     environment = {
@@ -171,7 +172,8 @@ class DockerRuntime(Runtime):
         self._remove_finished()
         hand_to_worker(files.folder)
         options = container_options(self.env, self.image.tag, files, self.cache_dir, self.gpu_uuid,
-                                    extra_env=self.extra_env, labels=self.labels, network=self.network)
+                                    extra_env=self.extra_env, labels=self.labels, network=self.network,
+                                    checkpoints=checkpoint_folders(files))
         try:
             container = self.client.containers.run(**options)
         except docker.errors.APIError as error:

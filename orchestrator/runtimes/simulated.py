@@ -2,11 +2,12 @@
 scheduling, result following and storing code without torch or a GPU (the scale benchmark, scheduling tests)."""
 
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
-from mlcbench.schema import EnvSpec, JobSpec, Result
+from mlcbench.schema import EnvSpec, JobSpec, Provenance, Result
 
 KILLED = -9
 
@@ -25,9 +26,12 @@ class SimulatedWorker:
         jobs = [JobSpec.model_validate_json(line) for line in self._files.jobs.read_text().splitlines()]
         for job in jobs:
             _append(self._files.progress, job.job_id)
+            started = datetime.now(timezone.utc)
             if self._killed.wait(self._seconds(job)):
                 return
-            _append(self._files.results, Result(job_id=job.job_id, job=job, status="ok").model_dump_json())
+            provenance = Provenance(started_at=started, ended_at=datetime.now(timezone.utc))
+            _append(self._files.results,
+                    Result(job_id=job.job_id, job=job, status="ok", provenance=provenance).model_dump_json())
         self._exit_code = 0
 
     def poll(self) -> Optional[int]:

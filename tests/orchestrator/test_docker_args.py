@@ -10,7 +10,7 @@ from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, load_env
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, build_args, connect, image_tag
 from mlcbench.orchestrator.runtimes.base import WorkerFiles
-from mlcbench.orchestrator.runtimes.docker import CODE_ROOT, container_options
+from mlcbench.orchestrator.runtimes.docker import CODE_ROOT, checkpoint_folders, container_options
 from mlcbench.schema import EnvSpec, JobSpec, RunOptions
 
 GPU_UUID = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
@@ -22,10 +22,8 @@ def gpu_env() -> EnvSpec:
                                   env={"PJRT_DEVICE": "CUDA"}))
 
 
-def options_for(env: EnvSpec, tmp_path: Path, jobs: tuple[JobSpec, ...] = (), **kwargs) -> dict:
+def options_for(env: EnvSpec, tmp_path: Path, **kwargs) -> dict:
     files = WorkerFiles(tmp_path / "work")
-    files.folder.mkdir(parents=True, exist_ok=True)
-    files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in jobs))
     return container_options(env, "mlcbench/triton-test:abc", files, tmp_path / "cache", GPU_UUID, **kwargs)
 
 
@@ -61,7 +59,10 @@ def test_a_checkpoint_folder_is_mounted_read_only_where_the_job_names_it(tmp_pat
     folder = str(tmp_path / "TinyLlama")
     jobs = (JobSpec(model="tinyllama-1.1b", workflow="eager", precision="bf16", batch_size=1, model_path=folder),
             JobSpec(model="ffn-tinyllama", workflow="eager", precision="bf16", batch_size=1))
-    volumes = options_for(gpu_env(), tmp_path, jobs)["volumes"]
+    files = WorkerFiles(tmp_path / "work")
+    files.folder.mkdir(parents=True)
+    files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in jobs))
+    volumes = options_for(gpu_env(), tmp_path, checkpoints=checkpoint_folders(files))["volumes"]
     assert volumes[folder] == {"bind": folder, "mode": "ro"}
     assert len(volumes) == 5  # the two packages, the checkpoint, work and cache
 

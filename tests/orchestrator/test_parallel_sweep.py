@@ -1,7 +1,6 @@
 """Several GPUs on one host: one worker per GPU at once, jobs shared through a queue, results tagged with the GPU
 that ran them; stop requests; all through the real sweep code with simulated workers of known job lengths."""
 
-import time
 from collections import Counter
 
 import pytest
@@ -45,9 +44,7 @@ def simulated(isolate_groups: bool = False, runtimes: list | None = None):
 
 def test_jobs_are_shared_across_gpus_and_each_result_names_the_gpu_that_ran_it(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    begin = time.perf_counter()
     report = sweeping.run(options(tmp_path, 4, grid_suite()), store, runtime_factory=simulated())
-    wall = time.perf_counter() - begin
 
     rows = store.rows()
     assert len(rows) == 16 and len({row.job_id for row in rows}) == 16
@@ -56,8 +53,17 @@ def test_jobs_are_shared_across_gpus_and_each_result_names_the_gpu_that_ran_it(t
     assert all(row.result().provenance.gpu.uuid == row.gpu_uuid for row in rows)
     per_gpu = Counter(row.gpu_index for row in rows)
     assert set(per_gpu) == {0, 1, 2, 3}
-    assert wall < 16 * JOB_S * 0.6, f"4 GPUs took {wall:.2f} s for 16 jobs of {JOB_S} s"
+    assert _most_at_once([row.result().provenance for row in rows]) >= 2  # the GPUs' workers ran side by side
     assert len({row.sweep_id for row in rows}) == 1 and not report.interrupted
+
+
+def _most_at_once(provenances) -> int:
+    events = sorted([(p.started_at, 1) for p in provenances] + [(p.ended_at, -1) for p in provenances])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
 
 
 def test_isolating_runtime_gets_one_worker_per_model_workflow_group_spread_over_gpus(tmp_path):
