@@ -1,0 +1,16 @@
+# Source on the GPU machine (Python 3.12, torch 2.11 cu130, no pydantic/SQLAlchemy): installs the wheels carried in
+# .whl/ (mlcbench's own wheel among them) into /root/site and, when its parts were carried to /root/ort, the
+# onnxruntime-gpu wheel into /root/ort/site, ahead of the machine's CPU-only onnxruntime.
+#   . benchmarks/device_env.sh && mlcbench sweep --env local --gpu h100 ...
+set -e
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /root/site .whl/*.whl
+export PYTHONPATH=/root/site${PYTHONPATH:+:$PYTHONPATH}
+if ls /root/ort/part? >/dev/null 2>&1 && [ ! -d /root/ort/site ]; then
+    cat /root/ort/part? > /root/ort/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
+    (cd /root/ort && sha256sum -c SHA256)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /root/ort/site \
+        /root/ort/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
+fi
+[ -d /root/ort/site ] && export PYTHONPATH=/root/ort/site:$PYTHONPATH
+mlcbench() { python3 -m mlcbench.orchestrator "$@"; }
+set +e
