@@ -170,8 +170,9 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="aot_inductor", kinds=_SYNTHETIC,
                  description="torch.export + AOTInductor package, loaded back and run"),
-    WorkflowInfo(name="onnxruntime", kinds=_SYNTHETIC, requires=_ORT,
-                 description="torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP)"),
+    WorkflowInfo(name="onnxruntime", kinds=_BOTH, requires=_ORT,
+                 description="torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP; "
+                             "LLMs: the decoder exported with its KV cache)"),
     WorkflowInfo(name="onnxruntime_cuda", kinds=_BOTH, requires=_ORT,
                  description="ONNX Runtime, CUDA execution provider (LLMs: the decoder exported with its KV cache, "
                              "greedy decode through IO binding)"),
