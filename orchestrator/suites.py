@@ -2,14 +2,13 @@
 ONNX Runtime on a GPU; `crossgen` what one GPU generation gains over the next."""
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.schema import WORKFLOWS, Suite, SuiteEntry, WorkflowOptions, workflows_for
+from mlcbench.schema import Suite, SuiteEntry, WorkflowOptions, workflows_for
 
 SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
 PAPER_BATCHES = [1, 4, 16, 64]
 LLMS = ["tinyllama-1.1b", "llama2-7b"]
 FFNS = [f"{arch}-{dims}" for dims in ("tinyllama", "llama2") for arch in ("ffn", "ffn-multilayer")]
-# the whole-step compiled decode loop, once the catalog has it
-CROSSGEN_LLM_WORKFLOWS = [w for w in ("eager", "torch_compile_static", "torch_compile_decode") if w in WORKFLOWS]
+CROSSGEN_LLM_WORKFLOWS = ["eager", "torch_compile_static", "torch_compile_decode"]
 
 
 def _both_half_precisions(**entry) -> list[SuiteEntry]:

@@ -168,6 +168,9 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
     WorkflowInfo(name="torch_compile_static", kinds=_LLM,
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
+    WorkflowInfo(name="torch_compile_decode", kinds=_LLM,
+                 description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
+                             "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
     WorkflowInfo(name="aot_inductor", kinds=_SYNTHETIC,
                  description="torch.export + AOTInductor package, loaded back and run"),
     WorkflowInfo(name="onnxruntime", kinds=_BOTH, requires=_ORT,

@@ -10,6 +10,8 @@ JOBS_FILE = "jobs.jsonl"  # JobSpec lines, written by the host before the worker
 RESULTS_FILE = "results.jsonl"  # Result lines, appended and flushed by the worker as each job ends
 PROGRESS_FILE = "progress.txt"  # the id of each job as the worker starts it (per-job timeouts)
 LOG_FILE = "worker.log"  # the worker's stdout and stderr
+# the digest of the image a container worker runs in (compiler caches are keyed by it); unset for the local env
+IMAGE_DIGEST_ENV = "MLCBENCH_IMAGE_DIGEST"
 
 
 def worker_command(python: str, folder: str, cache_dir: str) -> list[str]:

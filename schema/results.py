@@ -56,6 +56,8 @@ class Applied(StrictModel):
 class Metrics(StrictModel):
     latency: Optional[Timing] = None
     compile_s: Optional[float] = Field(None, description="JIT: preparation + first call; AOT: build time")
+    compile_cache: Optional[Literal["cold", "warm"]] = Field(
+        None, description="warm: every graph Inductor compiled came from its on-disk cache; cold: one was compiled")
     load_s: Optional[float] = Field(None, description="model construction / loading")
     torch_peak_mem_bytes: Optional[int] = None
     nvml_peak_mem_bytes: Optional[int] = None

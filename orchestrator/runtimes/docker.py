@@ -15,7 +15,7 @@ from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, e
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
 from mlcbench.orchestrator.store.redaction import SECRETS
 from mlcbench.schema import EnvSpec, JobSpec
-from mlcbench.schema.protocol import worker_command
+from mlcbench.schema.protocol import IMAGE_DIGEST_ENV, worker_command
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("workers", "schema")
@@ -172,8 +172,8 @@ class DockerRuntime(Runtime):
         self._remove_finished()
         hand_to_worker(files.folder)
         options = container_options(self.env, self.image.tag, files, self.cache_dir, self.gpu_uuid,
-                                    extra_env=self.extra_env, labels=self.labels, network=self.network,
-                                    checkpoints=checkpoint_folders(files))
+                                    extra_env={IMAGE_DIGEST_ENV: self.image.digest, **self.extra_env},
+                                    labels=self.labels, network=self.network, checkpoints=checkpoint_folders(files))
         try:
             container = self.client.containers.run(**options)
         except docker.errors.APIError as error:

@@ -2,7 +2,7 @@
 
 import logging
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Mapping, Optional
 
 
 class _RecompileCounter(logging.Handler):
@@ -22,8 +22,20 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
+def compile_cache_state(inductor: Mapping[str, int], aot_autograd: Mapping[str, int]) -> Optional[str]:
+    """"warm" when every graph Inductor compiled came from its on-disk cache, "cold" when one was compiled from
+    scratch, None when Inductor compiled nothing. Judged by the FX graph cache (Inductor's own work: code generation,
+    kernel compilation, tuning), by the AOTAutograd cache where the FX graph cache was not consulted."""
+    fx_hits, fx_misses = inductor.get("fxgraph_cache_hit", 0), inductor.get("fxgraph_cache_miss", 0)
+    if fx_misses or (not fx_hits and aot_autograd.get("autograd_cache_miss", 0)):
+        return "cold"
+    if fx_hits or aot_autograd.get("autograd_cache_hit", 0):
+        return "warm"
+    return None
+
+
 @contextmanager
-def dynamo_stats() -> Iterator[dict[str, int]]:
+def dynamo_stats() -> Iterator[dict[str, object]]:
     """Counts of what compiles inside the block. Recompile logging slows eager Python by ~10 %, so keep timed calls
     out of this block and check compiled_graphs() around them instead."""
     import torch
@@ -43,3 +55,6 @@ def dynamo_stats() -> Iterator[dict[str, int]]:
         stats["graph_breaks"] = sum(counters["graph_break"].values())
         stats["recompiles"] = handler.count
         stats["graphs"] = counters["stats"]["unique_graphs"]
+        stats["compile_cache"] = compile_cache_state(counters["inductor"], counters["aot_autograd"])
+        # CUDA graphs that Inductor was asked for and left out (mutated inputs, CPU tensors ...): a silent slow path
+        stats["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"]

@@ -46,9 +46,12 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     tpot_ms = (token_times[-1] - token_times[0]) / max(len(token_times) - 1, 1)
     ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))
     ctx.apply(compiled_graphs=compile_stats["graphs"])
+    if compile_stats["cudagraph_skips"]:
+        ctx.settings["cudagraph_skips"] = compile_stats["cudagraph_skips"]
     compiled = workflow.name != "eager"
     metrics = Metrics(
         latency=latency, compile_s=prepare_s + first_call_s, load_s=load_s,
+        compile_cache=compile_stats["compile_cache"],
         torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
         tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),
         ttft_ms=ttft_ms, tpot_ms=tpot_ms, output_tokens=int(first.tokens.shape[1]),

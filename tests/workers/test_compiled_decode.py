@@ -1,0 +1,120 @@
+"""torch_compile_decode on the CPU (no CUDA graphs there; the same compiled graphs otherwise) and the Inductor cache
+folder it shares with torch_compile_static."""
+
+import pytest
+import torch
+
+from mlcbench.schema import MODELS, JobSpec
+from mlcbench.workers.decode.compiled_step import CompiledStepRunner, decode_step, prefill
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
+from mlcbench.workers.decode.static_llama import StaticLlama
+from mlcbench.workers.measurement.dynamo_stats import compile_cache_state
+from mlcbench.workers.models import llm as llm_models
+from mlcbench.workers.runner import run_job
+from mlcbench.workers.stacks.inductor_cache import cache_key, use_cache_folder
+
+
+def job(**overrides) -> JobSpec:
+    return JobSpec(**{"model": "llama-2layer", "workflow": "torch_compile_decode", "precision": "fp32",
+                      "batch_size": 2, "output_len": 6, "device": "cpu", "warmup": 1, "repeats": 2, **overrides})
+
+
+def hf_model(**config_overrides):
+    info = MODELS["llama-2layer"]
+    if config_overrides:
+        info = info.model_copy(update=config_overrides)
+    return llm_models.build(info, job(), torch.float32, torch.device("cpu"))
+
+
+def plain(model: StaticLlama, eos: list[int]) -> CompiledStepRunner:
+    """The runner with its step functions left uncompiled: the model's math on its own."""
+    runner = CompiledStepRunner(model, eos, "default")
+    runner.prefill, runner.step = prefill, decode_step
+    return runner
+
+
+@pytest.mark.parametrize("prompt_len,batch", [(32, 2), (5, 1)])
+@torch.no_grad()
+def test_static_llama_reproduces_hf_logits_and_tokens_with_grouped_kv_heads(prompt_len, batch):
+    model = hf_model()
+    assert model.config.num_key_value_heads < model.config.num_attention_heads
+    prompt = torch.randint(3, 32000, (batch, prompt_len), generator=torch.Generator().manual_seed(7))
+    reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, 7, with_logits=True)
+    out = plain(StaticLlama(model), [2]).generate(prompt, 7, with_logits=True)
+    assert torch.equal(out.tokens, reference.tokens)
+    torch.testing.assert_close(out.step_logits, reference.step_logits, rtol=1e-4, atol=1e-4)
+
+
+@torch.no_grad()
+def test_static_llama_shares_the_hf_weights_and_never_emits_eos():
+    model = hf_model()
+    static = StaticLlama(model)
+    block, layer = static.layers[0], model.model.layers[0]
+    assert layer.self_attn.k_proj.weight.untyped_storage().data_ptr() == block.wqkv.untyped_storage().data_ptr()
+    assert layer.mlp.up_proj.weight.untyped_storage().data_ptr() == block.w13.untyped_storage().data_ptr()
+    prompt = torch.tensor([[5, 6, 7]])
+    favourite = plain(static, []).generate(prompt, 4).tokens[0, 0].item()
+    # the token greedy picks first, declared EOS: the runner (like generate's min_new_tokens) must never emit it
+    out = plain(static, [favourite]).generate(prompt, 4)
+    assert out.tokens.shape == (1, 4) and not (out.tokens == favourite).any()
+
+
+def test_a_llama_with_projection_bias_is_unsupported_with_the_reason(tmp_path, monkeypatch):
+    from transformers import LlamaConfig
+
+    original = llm_models.llama_config
+    monkeypatch.setattr(llm_models, "llama_config",
+                        lambda info: LlamaConfig(**{**original(info).to_dict(), "attention_bias": True}))
+    result = run_job(job(), tmp_path)
+    assert result.status == "unsupported" and "bias" in result.reason
+
+
+def test_compiled_decode_agrees_with_eager_cold_then_warm_from_the_cache_folder(tmp_path):
+    cold = run_job(job(warmup=0, repeats=1), tmp_path)
+    assert cold.status == "ok", cold.error
+    assert cold.correctness.passed and cold.correctness.token_agreement == 1.0
+    assert cold.metrics.output_tokens == 6 and cold.metrics.graph_breaks == 0
+    applied = cold.metrics.applied
+    assert applied.decode_loop == "compiled_step" and applied.compile_mode == "default"
+    assert applied.compiled_graphs == 2  # prefill and the decode step, each once
+    assert cold.metrics.recompiles == 0
+    assert cold.metrics.compile_cache == "cold"
+    assert any((tmp_path / "torch_compile_decode" / "inductor").iterdir())
+
+    warm = run_job(job(warmup=0, repeats=1), tmp_path)  # a later worker: the same cache folder, nothing compiled in this process
+    assert warm.status == "ok" and warm.correctness.passed
+    assert warm.metrics.compile_cache == "warm"
+
+
+def test_cache_key_names_interpreter_torch_triton_device_and_image():
+    base = dict(python="3.12.3", torch_version="2.11.0+cu130", triton_version="3.5.0",
+                device="NVIDIA H100 80GB HBM3-sm90", image_digest=None)
+    key = cache_key(**base)
+    assert "/" not in key and " " not in key
+    for field, other in [("torch_version", "2.13.0+cu130"), ("python", "3.11.7"), ("triton_version", "3.6.0"),
+                         ("device", "NVIDIA H200-sm90"), ("image_digest", "sha256:0123456789abcdef0123")]:
+        assert cache_key(**{**base, field: other}) != key, field
+
+
+def test_cache_folder_follows_the_running_torch_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "before"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "before"))
+    first = use_cache_folder(tmp_path, torch.device("cpu"))
+    monkeypatch.setattr(torch, "__version__", "99.0.0")
+    second = use_cache_folder(tmp_path, torch.device("cpu"))
+    assert first != second and first.parent == second.parent == tmp_path / "inductor"
+    import os
+
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(second)
+    assert os.environ["TRITON_CACHE_DIR"].startswith(str(second))
+
+
+@pytest.mark.parametrize("inductor,aot,state", [
+    ({}, {}, None),
+    ({"fxgraph_cache_miss": 1, "fxgraph_cache_hit": 3}, {}, "cold"),
+    ({"fxgraph_cache_hit": 2}, {"autograd_cache_hit": 2}, "warm"),
+    ({}, {"autograd_cache_hit": 2}, "warm"),
+    ({}, {"autograd_cache_miss": 1}, "cold"),
+])
+def test_compile_cache_state_from_inductor_counters(inductor, aot, state):
+    assert compile_cache_state(inductor, aot) == state

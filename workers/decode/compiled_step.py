@@ -1,0 +1,66 @@
+"""Greedy decoding with the whole decode step compiled (gpt-fast style): forward, greedy token choice and position
+update are one graph, replayed as one CUDA graph per token; the host only queues replays, it never waits inside
+the loop. Prefill (any prompt length) is compiled on its own with dynamic shapes."""
+
+from typing import Callable, Optional
+
+import torch
+
+from mlcbench.workers.decode import Generation
+from mlcbench.workers.decode.static_llama import StaticLlama
+
+# gpt-fast's Inductor settings: tune each generated kernel's launch config, name kernels after what they compute
+# (readable profiles). Passed per compiled function, so other jobs in this worker keep Inductor's defaults.
+TUNING = {"coordinate_descent_tuning": True, "triton.unique_kernel_names": True}
+
+
+def _greedy(logits: torch.Tensor, eos_ids: torch.Tensor) -> torch.Tensor:
+    # generate()'s min_new_tokens forbids EOS until the last token: the same here, so tokens match eager's
+    return logits.index_fill(-1, eos_ids, float("-inf")).argmax(dim=-1)
+
+
+def prefill(model: StaticLlama, ids: torch.Tensor, eos_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = model(ids, torch.arange(ids.shape[1], device=ids.device))
+    return _greedy(logits, eos_ids), logits
+
+
+def decode_step(model: StaticLlama, token: torch.Tensor, position: torch.Tensor,
+                eos_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    logits = model(token[:, None], position)
+    return _greedy(logits, eos_ids), position + 1, logits
+
+
+def compile_options(mode: str) -> dict[str, object]:
+    """What torch.compile's `mode` turns on, plus gpt-fast's tuning (torch.compile takes a mode or options, not both)."""
+    from torch._inductor import list_mode_options
+
+    return {**list_mode_options(mode), **TUNING}
+
+
+class CompiledStepRunner:
+    def __init__(self, model: StaticLlama, eos_token_ids: list[int], step_mode: str):
+        self.model = model
+        self.eos_ids = torch.tensor(eos_token_ids, dtype=torch.long, device=model.embed.device)
+        torch._dynamo.mark_static_address(self.eos_ids)  # a CUDA graph reads it in place, no copy per replay
+        self.prefill = torch.compile(prefill, fullgraph=True, dynamic=True, options=compile_options("default"))
+        self.step = torch.compile(decode_step, fullgraph=True, options=compile_options(step_mode))
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
+                 on_token: Optional[Callable[[], None]] = None) -> Generation:
+        batch, prompt_len = input_ids.shape
+        self.model.allocate_cache(batch, prompt_len + max_new_tokens)
+        tokens = torch.empty(batch, max_new_tokens, dtype=torch.long, device=input_ids.device)
+        token, logits = self.prefill(self.model, input_ids, self.eos_ids)
+        position = torch.full((1,), prompt_len, dtype=torch.long, device=input_ids.device)
+        step_logits = []
+        for index in range(max_new_tokens):
+            if index:
+                token, position, logits = self.step(self.model, token, position, self.eos_ids)
+            # copies out of the CUDA graph's output buffers, which the next replay overwrites
+            tokens[:, index] = token
+            if with_logits:
+                step_logits.append(logits.float())
+            if on_token is not None:
+                on_token()
+        return Generation(tokens=tokens, step_logits=torch.stack(step_logits, dim=1) if with_logits else None)

@@ -1,0 +1,142 @@
+"""A compact Llama for compiled decoding (gpt-fast style) over the weights of a Hugging Face LlamaForCausalLM.
+
+The performance tricks, all visible here: q/k/v and gate/up are each one fused GEMM (fewer, larger kernels per
+layer); the KV cache is a static buffer of the module (same shapes every step, so one CUDA graph replays every
+step); attention is written out in plain ops that Inductor generates itself, with grouped-query heads reading their
+shared K/V in place (no repeat of the cache); only the last position goes through the LM head.
+
+Same weights, not a copy: the fused tensors are built once and the HF model's q/k/v and gate/up weights become views
+of them, so both models keep computing with the very same storage and memory is not doubled."""
+
+import torch
+from torch import nn
+
+
+class Unfit(ValueError):
+    """The checkpoint uses a Llama variant this module does not implement; the message says which."""
+
+
+def check_fits(config) -> None:
+    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+        raise Unfit("projections with bias are not implemented")
+    if config.hidden_act != "silu":
+        raise Unfit(f"activation {config.hidden_act!r} is not implemented (silu only)")
+
+
+def _fuse(linears: list[nn.Linear]) -> nn.Parameter:
+    """One weight [sum of outputs, in] for several projections of the same input; theirs become views of it."""
+    fused = torch.cat([linear.weight.detach() for linear in linears])
+    offset = 0
+    for linear in linears:
+        rows = linear.weight.shape[0]
+        linear.weight.data = fused[offset:offset + rows]
+        offset += rows
+    return nn.Parameter(fused, requires_grad=False)
+
+
+def _shared(parameter: torch.Tensor) -> nn.Parameter:
+    return nn.Parameter(parameter.detach(), requires_grad=False)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # Hugging Face's order of operations: normalize in fp32, round to the model dtype, then scale
+    x32 = x.float()
+    return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE in Hugging Face's half-split layout (x: [batch, tokens, heads, head_dim], cos/sin: [tokens, head_dim])."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos[:, None, :] + rotated * sin[:, None, :]
+
+
+class Block(nn.Module):
+    def __init__(self, layer, config):
+        super().__init__()
+        attention, mlp = layer.self_attn, layer.mlp
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.eps = config.rms_norm_eps
+        self.scale = self.head_dim ** -0.5
+        self.wqkv = _fuse([attention.q_proj, attention.k_proj, attention.v_proj])
+        self.wo = _shared(attention.o_proj.weight)
+        self.w13 = _fuse([mlp.gate_proj, mlp.up_proj])
+        self.w2 = _shared(mlp.down_proj.weight)
+        self.attention_norm = _shared(layer.input_layernorm.weight)
+        self.ffn_norm = _shared(layer.post_attention_layernorm.weight)
+        self.k_cache: torch.Tensor
+        self.v_cache: torch.Tensor
+
+    def allocate_cache(self, batch: int, length: int) -> None:
+        shape = (batch, self.kv_heads, length, self.head_dim)
+        weight = self.wqkv
+        for name in ("k_cache", "v_cache"):
+            cache = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+            # the cache is updated in place inside the CUDA graph: its address must never change
+            torch._dynamo.mark_static_address(cache)
+            self.register_buffer(name, cache, persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attend(rms_norm(x, self.attention_norm, self.eps), positions, cos, sin)
+        gate, up = torch.nn.functional.linear(rms_norm(x, self.ffn_norm, self.eps), self.w13).chunk(2, dim=-1)
+        return x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2)
+
+    def attend(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        batch, tokens, _ = x.shape
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        q, k, v = torch.nn.functional.linear(x, self.wqkv).split([q_size, kv_size, kv_size], dim=-1)
+        q = rotate(q.view(batch, tokens, self.heads, self.head_dim), cos, sin)
+        k = rotate(k.view(batch, tokens, self.kv_heads, self.head_dim), cos, sin)
+        v = v.view(batch, tokens, self.kv_heads, self.head_dim)
+        self.k_cache.index_copy_(2, positions, k.transpose(1, 2))
+        self.v_cache.index_copy_(2, positions, v.transpose(1, 2))
+        # the query heads of one K/V head as rows of one matrix: [batch, kv_heads, group * tokens, head_dim]
+        group = self.heads // self.kv_heads
+        q = q.view(batch, tokens, self.kv_heads, group, self.head_dim).permute(0, 2, 3, 1, 4)
+        q = q.reshape(batch, self.kv_heads, group * tokens, self.head_dim)
+        scores = torch.matmul(q, self.k_cache.transpose(2, 3)).float() * self.scale
+        # a query sees the cache up to its own position; later slots hold stale or no entries
+        visible = torch.arange(self.k_cache.shape[2], device=x.device)[None, :] <= positions.repeat(group)[:, None]
+        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype)
+        out = torch.matmul(weights, self.v_cache)  # [batch, kv_heads, group * tokens, head_dim]
+        out = out.view(batch, self.kv_heads, group, tokens, self.head_dim).permute(0, 3, 1, 2, 4)
+        return torch.nn.functional.linear(out.reshape(batch, tokens, q_size), self.wo)
+
+
+class StaticLlama(nn.Module):
+    def __init__(self, hf_model):
+        super().__init__()
+        config = hf_model.config
+        check_fits(config)
+        self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
+        self.embed = _shared(hf_model.model.embed_tokens.weight)
+        self.layers = nn.ModuleList(Block(layer, config) for layer in hf_model.model.layers)
+        self.norm = _shared(hf_model.model.norm.weight)
+        self.lm_head = _shared(hf_model.lm_head.weight)
+        self.eps = config.rms_norm_eps
+        self.batch = self.length = 0
+        self.cos: torch.Tensor
+        self.sin: torch.Tensor
+
+    def allocate_cache(self, batch: int, length: int) -> None:
+        """A KV cache for `batch` rows of up to `length` positions (rounded up to a multiple of 8)."""
+        length = -(-length // 8) * 8
+        if (batch, length) == (self.batch, self.length):
+            return
+        for layer in self.layers:
+            layer.allocate_cache(batch, length)
+        positions = torch.arange(length, device=self.embed.device)[None, :]
+        cos, sin = self.hf_rotary(self.embed[:1], positions)
+        self.register_buffer("cos", cos[0], persistent=False)
+        self.register_buffer("sin", sin[0], persistent=False)
+        self.batch, self.length = batch, length
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Logits [batch, vocab] of the last position; ids [batch, tokens] sit at `positions` [tokens] of every row."""
+        x = torch.nn.functional.embedding(ids, self.embed)
+        cos, sin = self.cos[positions], self.sin[positions]
+        for layer in self.layers:
+            x = layer(x, positions, cos, sin)
+        return torch.nn.functional.linear(rms_norm(x[:, -1], self.norm, self.eps), self.lm_head)

@@ -1,0 +1,34 @@
+"""LLMs: the whole decode step compiled (gpt-fast's recipe). The HF model's own weights in a compact Llama with a
+static KV cache in its buffers; forward, greedy token choice and position update are one graph with fullgraph,
+replayed as a CUDA graph (mode reduce-overhead) with no host sync inside the loop; prefill compiled on its own with
+dynamic shapes; coordinate-descent tuning on every generated kernel. Inductor's caches live in the env's cache folder,
+so the next process compiles warm."""
+
+from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner
+from mlcbench.workers.decode.static_llama import StaticLlama, Unfit
+from mlcbench.workers.stacks.inductor_cache import use_cache_folder
+from mlcbench.workers.workflows.base import Unsupported, Workflow
+
+
+def eos_token_ids(model) -> list[int]:
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = model.config.eos_token_id
+    return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+
+
+class TorchCompileDecode(Workflow):
+    name = "torch_compile_decode"
+
+    def prepare_llm(self, model, ctx):
+        use_cache_folder(ctx.cache_dir, ctx.device)
+        try:
+            static = StaticLlama(model)
+        except Unfit as unfit:
+            raise Unsupported(f"{self.name}: {unfit}") from None
+        # CUDA graphs need a GPU; on a CPU the same graphs run without them
+        mode = ctx.job.options.compile_mode or ("reduce-overhead" if ctx.device.type == "cuda" else "default")
+        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
+                  decode_loop="compiled_step")
+        ctx.settings.update(TUNING)
+        return CompiledStepRunner(static, eos_token_ids(model), mode)
