@@ -101,7 +101,19 @@ class ModelInfo(StrictModel):
         return self.num_hidden_layers * (attn + mlp + norms) + 2 * self.vocab_size * h + h
 
     def weight_bytes(self, precision: str) -> int:
-        return self.parameter_count() * (4 if precision == "fp32" else 2)
+        return self.parameter_count() * _element_bytes(precision)
+
+    def decode_step_bytes(self, precision: str, batch: int, context: int) -> int:
+        """What one LLM decode step must read at least: every weight but the embedding table (of which it reads only
+        `batch` rows), and the K and V of `context` positions per row in every layer."""
+        head_dim = self.hidden_size // self.num_attention_heads
+        kv_cache = 2 * self.num_hidden_layers * self.num_key_value_heads * head_dim * context * batch
+        embedding_table = self.vocab_size * self.hidden_size
+        return (self.parameter_count() - embedding_table + kv_cache) * _element_bytes(precision)
+
+
+def _element_bytes(precision: str) -> int:
+    return 4 if precision == "fp32" else 2
 
 
 def _synthetic(architecture: str, hidden: int, inter: int, precision: str, depth: int = 1) -> ModelInfo:

@@ -70,7 +70,8 @@ class Metrics(StrictModel):
     ttft_ms: Optional[float] = None
     tpot_ms: Optional[float] = None
     output_tokens: Optional[int] = None
-    bandwidth_fraction: Optional[float] = Field(None, description="weight bytes / tpot over the catalog bandwidth")
+    bandwidth_fraction: Optional[float] = Field(
+        None, description="bytes a decode step reads (weights + KV cache) / tpot over the catalog bandwidth")
     graph_breaks: Optional[int] = None
     recompiles: Optional[int] = None
     applied: Applied = Applied()

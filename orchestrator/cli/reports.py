@@ -7,7 +7,8 @@ from typing import Annotated, Optional, get_args
 import typer
 from mlcbench.orchestrator.cli.console import console, exits_cleanly, split, warn_unreadable
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.orchestrator.reports.data import Selection, compare as compare_rows, load_results, perf_rows
+from mlcbench.orchestrator.reports.data import (Selection, compare as compare_rows, load_attempts, load_results,
+                                                perf_rows)
 from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_atomically, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
 from mlcbench.orchestrator.reports.crossgen import generation_rows
@@ -55,7 +56,7 @@ def report(
     """Tables of the stored results (support, throughput, speedup, compile cost, correctness, P3, provenance)."""
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
                           workflows=split(workflow, "--workflow"))
-    _, results = _selected(db, selection)
+    store, results = _selected(db, selection)
     if not results:
         return
     # Imported here: matplotlib makes every other mlcbench command slower to start.
@@ -64,7 +65,7 @@ def report(
     from mlcbench.orchestrator.reports.report import build_report
     from mlcbench.orchestrator.reports.terminal import report_renderables
 
-    built = build_report(results, safe_url(db), selection)
+    built = build_report(results, safe_url(db), selection, attempts=load_attempts(store, selection))
     if markdown == Path("-"):
         sys.stdout.write(markdown_text(built))
         return

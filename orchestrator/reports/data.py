@@ -7,6 +7,7 @@ from statistics import median
 from typing import Iterable, Literal, Optional
 
 from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.store.provenance import decode_step_bytes
 from mlcbench.schema import GPUS, MODELS, WORKFLOWS, Result
 
 Kind = Literal["llm", "synthetic"]
@@ -37,6 +38,12 @@ def load_results(store: Store, selection: Selection) -> list[Result]:
     """The result of each selected cell (the store's rule: its latest ok attempt, else ...)."""
     return store.cells(gpu_tag=selection.gpus or None, env=selection.envs or None, model=selection.models or None,
                        workflow=selection.workflows or None, status=selection.statuses or None)
+
+
+def load_attempts(store: Store, selection: Selection) -> list[Result]:
+    """Every stored attempt of the selected cells (compile cost cold and warm comes from repeated runs of a cell)."""
+    return store.history(gpu_tag=selection.gpus or None, env=selection.envs or None, model=selection.models or None,
+                         workflow=selection.workflows or None)
 
 
 def gpu_of(result: Result) -> str:
@@ -193,28 +200,90 @@ class CostRow:
     batches_ok: tuple[int, ...]
     compile_s_median: Optional[float]
     compile_s_max: Optional[float]
+    compile_cold_s: Optional[float]  # median over the runs whose compile found nothing in Inductor's cache
+    compile_warm_s: Optional[float]  # median over the runs that found every graph there
     load_s_median: Optional[float]
     peak_mem_bytes: Optional[int]
     peak_mem_batch: Optional[int]
 
 
-def cost_rows(results: Iterable[Result]) -> list[CostRow]:
+def _ok_by_cell_group(results: Iterable[Result]) -> dict[tuple[str, str, str, str], list[Result]]:
     groups: dict[tuple[str, str, str, str], list[Result]] = defaultdict(list)
     for result in results:
         if result.status == "ok":
             groups[(gpu_of(result), env_of(result), result.job.model, result.job.workflow)].append(result)
+    return groups
+
+
+def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = None) -> list[CostRow]:
+    """Compile time and memory of each cell's result; the cold and warm compile times over every attempt given
+    (a cell's first run compiles cold, its reruns warm: its result alone shows one of the two)."""
+    groups = _ok_by_cell_group(results)
+    tried = _ok_by_cell_group(results if attempts is None else attempts)
     rows = []
     for (gpu, env, model, workflow), members in groups.items():
         compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
+        by_cache = {state: [r.metrics.compile_s for r in tried[(gpu, env, model, workflow)]
+                            if r.metrics.compile_cache == state and r.metrics.compile_s is not None]
+                    for state in ("cold", "warm")}
         load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
         with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
         biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None
         rows.append(CostRow(
             gpu, env, model, workflow, tuple(sorted(r.job.batch_size for r in members)),
             median(compile_times) if compile_times else None, max(compile_times) if compile_times else None,
+            *(median(by_cache[state]) if by_cache[state] else None for state in ("cold", "warm")),
             median(load_times) if load_times else None,
             biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None))
     return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow)))
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    batch: int
+    tpot_ms: float
+    step_bytes: int  # what one decode step must read: weights and KV cache
+    bound_ms: float  # step_bytes over the bandwidth
+
+
+@dataclass(frozen=True)
+class DecodeLine:
+    """Where the decode time of one LLM workflow goes: its time per output token against the time one step needs
+    just to read its weights and KV cache at the GPU's memory bandwidth."""
+
+    gpu: str
+    env: str
+    model: str
+    workflow: str
+    bandwidth_gbs: float
+    bandwidth_source: str
+    steps: tuple[DecodeStep, ...]
+
+    def describe(self) -> str:
+        per_batch = ", ".join(f"b{s.batch} {s.tpot_ms:.2f} ms vs {s.bound_ms:.2f} ms to read {s.step_bytes / 1e9:.2f} GB"
+                              f" ({s.bound_ms / s.tpot_ms:.0%} of the bound)" for s in self.steps)
+        return (f"{self.model} {self.workflow} ({self.gpu}, {self.env}): per decode step {per_batch}, at "
+                f"{self.bandwidth_gbs:,.0f} GB/s ({self.bandwidth_source}); the rest is kernel launches and gaps, "
+                f"host time, and kernels slower than memory")
+
+
+def decode_lines(results: Iterable[Result]) -> list[DecodeLine]:
+    groups: dict[tuple[str, str, str, str], list[Result]] = defaultdict(list)
+    for result in results:
+        if result.status == "ok" and result.metrics.tpot_ms and result.job.device == "cuda":
+            groups[(gpu_of(result), env_of(result), result.job.model, result.job.workflow)].append(result)
+    lines = []
+    for (gpu, env, model, workflow), members in groups.items():
+        peaks = GPUS.get(gpu)
+        if peaks is None:
+            continue
+        steps = []
+        for result in sorted(members, key=lambda r: r.job.batch_size):
+            step_bytes = decode_step_bytes(result.job)
+            steps.append(DecodeStep(result.job.batch_size, result.metrics.tpot_ms, step_bytes,  # type: ignore[arg-type]
+                                    step_bytes / (peaks.bandwidth_gbs * 1e9) * 1e3))
+        lines.append(DecodeLine(gpu, env, model, workflow, peaks.bandwidth_gbs, "catalog spec", tuple(steps)))
+    return sorted(lines, key=lambda line: (line.model, line.gpu, line.env, workflow_order(line.workflow)))
 
 
 @dataclass(frozen=True)

@@ -21,3 +21,8 @@ def gigabytes(value: Optional[int]) -> str:
 
 def check(passed: Optional[bool]) -> str:
     return "not checked" if passed is None else "pass" if passed else "FAIL"
+
+
+def cold_warm(cold: Optional[float], warm: Optional[float]) -> str:
+    """Compile seconds with Inductor's cache empty / full, e.g. "18.3 / 4.5"."""
+    return "—" if cold is None and warm is None else f"{number(cold)} / {number(warm)}"

@@ -117,11 +117,16 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
     cost_rows = [("<tr>" + _cell(c.model, "text") + _cell(c.workflow, "text") + _cell(c.gpu, "text")
                   + _cell(c.env, "text") + _cell(", ".join(str(b) for b in c.batches_ok))
                   + _cell(fmt.number(c.compile_s_median)) + _cell(fmt.number(c.compile_s_max))
-                  + _cell(fmt.number(c.load_s_median)) + _cell(fmt.gigabytes(c.peak_mem_bytes))
+                  + _cell(fmt.cold_warm(c.compile_cold_s, c.compile_warm_s)) + _cell(fmt.number(c.load_s_median)) + _cell(fmt.gigabytes(c.peak_mem_bytes))
                   + _cell("—" if c.peak_mem_batch is None else f"b{c.peak_mem_batch}") + "</tr>") for c in report.costs]
     sections.append(_section("Compile time and peak memory", _table(
         "over the runs that ended ok", ["model", "workflow", "gpu", "env", "batches ok", "compile s (median)",
-                                        "compile s (max)", "load s (median)", "peak memory", "at batch"], cost_rows)))
+                                        "compile s (max)", "cold / warm s", "load s (median)", "peak memory",
+                                        "at batch"], cost_rows)))
+    if report.decode:
+        lines = "".join(f"<li>{escape(line.describe())}</li>" for line in report.decode)
+        sections.append(_section("Where decode time goes (time per output token against the memory bound)",
+                                 f"<ul>{lines}</ul>"))
 
     check_rows = [("<tr>" + _cell(c.model, "text") + _cell(c.workflow, "text") + _cell(c.gpu, "text")
                    + _cell(c.env, "text") + _cell(c.precision, "text") + _cell(str(c.batch))

@@ -33,9 +33,11 @@ def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 
 def _costs(report: Report) -> str:
-    return _rows(("model", "workflow", "gpu", "env", "compile s (median)", "compile s (max)", "peak memory"),
+    return _rows(("model", "workflow", "gpu", "env", "compile s (median)", "compile s (max)", "cold / warm s",
+                  "peak memory"),
                  [(c.model, c.workflow, c.gpu, c.env, fmt.number(c.compile_s_median), fmt.number(c.compile_s_max),
-                   fmt.gigabytes(c.peak_mem_bytes)) for c in report.costs])
+                   fmt.cold_warm(c.compile_cold_s, c.compile_warm_s), fmt.gigabytes(c.peak_mem_bytes))
+                  for c in report.costs])
 
 
 def _not_ok(report: Report) -> str:
@@ -71,7 +73,11 @@ def markdown(report: Report) -> str:
     if report.failed_checks:
         parts.append("✗: the correctness check against eager failed for that result.")
     if report.costs:
-        parts += ["### Compile time (first call, compile included) and peak GPU memory", _costs(report)]
+        parts += ["### Compile time (first call, compile included; cold / warm: Inductor's cache empty / full) and "
+                  "peak GPU memory", _costs(report)]
+    if report.decode:
+        parts += ["### Where decode time goes (time per output token against the memory bound)",
+                  "\n".join(f"- {line.describe()}" for line in report.decode)]
     if any(cell.reasons for matrix in report.support for cell in matrix.cells.values()):
         parts += ["### What did not run, and why", _not_ok(report)]
     if report.provenance:

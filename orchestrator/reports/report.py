@@ -2,10 +2,12 @@
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Optional
 
-from mlcbench.orchestrator.reports.data import (CheckRow, Comparison, CostRow, PerfRow, ProvenanceRow, Selection, SupportMatrix,
-                                       ThroughputTable, comparisons_in, cost_rows, failed_checks, perf_rows,
-                                       provenance_rows, support_matrices, throughput_tables)
+from mlcbench.orchestrator.reports.data import (CheckRow, Comparison, CostRow, DecodeLine, PerfRow, ProvenanceRow,
+                                                Selection, SupportMatrix, ThroughputTable, comparisons_in, cost_rows,
+                                                decode_lines, failed_checks, perf_rows, provenance_rows,
+                                                support_matrices, throughput_tables)
 from mlcbench.orchestrator.reports.p3 import P3Row, p3_rows
 from mlcbench.schema import Result
 
@@ -19,6 +21,7 @@ class Report:
     perf: tuple[PerfRow, ...]
     tables: tuple[ThroughputTable, ...]
     costs: tuple[CostRow, ...]
+    decode: tuple[DecodeLine, ...]
     support: tuple[SupportMatrix, ...]
     failed_checks: tuple[CheckRow, ...]
     provenance: tuple[ProvenanceRow, ...]
@@ -26,10 +29,13 @@ class Report:
     comparisons: tuple[Comparison, ...]
 
 
-def build_report(results: list[Result], source: str, selection: Selection) -> Report:
+def build_report(results: list[Result], source: str, selection: Selection,
+                 attempts: Optional[list[Result]] = None) -> Report:
+    """A report of each cell's result; `attempts` (every stored run of those cells) adds compile cost cold and warm."""
     perf = perf_rows(results)
     return Report(
         source=source, selection=selection, generated_at=datetime.now(timezone.utc), results=len(results),
-        perf=tuple(perf), tables=tuple(throughput_tables(perf)), costs=tuple(cost_rows(results)),
+        perf=tuple(perf), tables=tuple(throughput_tables(perf)), costs=tuple(cost_rows(results, attempts)),
+        decode=tuple(decode_lines(results)),
         support=tuple(support_matrices(results)), failed_checks=tuple(failed_checks(results)),
         provenance=tuple(provenance_rows(results)), p3=tuple(p3_rows(perf)), comparisons=tuple(comparisons_in(perf)))

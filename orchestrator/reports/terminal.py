@@ -83,12 +83,17 @@ def report_renderables(report: Report) -> list[RenderableType]:
     parts += [throughput_table(table) for table in report.tables]
 
     costs = Table(title="compile time and peak memory (runs that ended ok)")
-    for name in ("model", "workflow", "gpu", "env", "compile s median", "compile s max", "load s", "peak memory"):
+    for name in ("model", "workflow", "gpu", "env", "compile s median", "compile s max", "cold / warm s", "load s",
+                 "peak memory"):
         costs.add_column(name)
     for c in report.costs:
         costs.add_row(c.model, c.workflow, c.gpu, c.env, fmt.number(c.compile_s_median), fmt.number(c.compile_s_max),
-                      fmt.number(c.load_s_median), fmt.gigabytes(c.peak_mem_bytes))
+                      fmt.cold_warm(c.compile_cold_s, c.compile_warm_s), fmt.number(c.load_s_median),
+                      fmt.gigabytes(c.peak_mem_bytes))
     parts.append(costs)
+    if report.decode:
+        parts.append(Group(Text("where decode time goes (time per output token against the memory bound)",
+                                style="bold"), *(Text(f"  {line.describe()}") for line in report.decode)))
 
     if report.failed_checks:
         checks = Table(title="correctness checks that FAILED", style="red")

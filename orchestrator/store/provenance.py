@@ -5,7 +5,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import GPUS, MODELS, Result
+from mlcbench.schema import GPUS, MODELS, JobSpec, Result
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,6 +30,11 @@ def finish(result: Result, env: str, gpu_tag: str, image_digest: Optional[str], 
     return result.model_copy(update={"provenance": provenance, "metrics": _derived(result, gpu_tag)})
 
 
+def decode_step_bytes(job: JobSpec) -> int:
+    """Bytes a decode step of this job reads at least, at the mean context length of its decode steps."""
+    return MODELS[job.model].decode_step_bytes(job.precision, job.batch_size, job.input_len + job.output_len // 2)
+
+
 def _derived(result: Result, gpu_tag: str):
     metrics, job = result.metrics, result.job
     peaks = GPUS.get(gpu_tag)
@@ -40,8 +45,8 @@ def _derived(result: Result, gpu_tag: str):
         peak = peaks.peak_tflops(job.precision, metrics.accumulation or "fp32")
         if peak:
             update["peak_fraction"] = metrics.tflops / peak
-    if metrics.tpot_ms and job.batch_size == 1:
-        # decode at batch 1 reads every weight once per token: bytes per token over the bandwidth
-        bytes_per_s = MODELS[job.model].weight_bytes(job.precision) / (metrics.tpot_ms * 1e-3)
+    if metrics.tpot_ms:
+        # a decode step reads every weight and the KV cache once: bytes per step over the bandwidth
+        bytes_per_s = decode_step_bytes(job) / (metrics.tpot_ms * 1e-3)
         update["bandwidth_fraction"] = bytes_per_s / (peaks.bandwidth_gbs * 1e9)
     return metrics.model_copy(update=update)

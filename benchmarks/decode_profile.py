@@ -1,0 +1,152 @@
+"""Where the time of one compiled decode step goes (torch_compile_decode's loop): kernels per step, GPU time in GEMMs,
+in Inductor's own kernels and elsewhere, and the gaps between kernels, against the memory bound of a step (weights +
+KV cache over a device-to-device copy's bandwidth measured here, and the catalog's).
+
+    python benchmarks/decode_profile.py --model tinyllama-1.1b --batch-size 1 [--batch-size 64] [--json out.json]
+
+Inductor's caches are read from (and written to) the same folder a local sweep uses, so after a sweep nothing
+compiles cold. Kernel names come from a torch.profiler trace of 31 CUDA-graph replays.
+"""
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mlcbench.schema import GPUS, MODELS, JobSpec, gpu_tag_for_name
+from mlcbench.workers.decode.compiled_step import CompiledStepRunner
+from mlcbench.workers.decode.static_llama import StaticLlama
+from mlcbench.workers.models import llm
+from mlcbench.workers.stacks.inductor_cache import use_cache_folder
+from mlcbench.workers.workflows.torch_compile_decode import eos_token_ids
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+GEMM = re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk", re.IGNORECASE)
+
+
+def copy_bandwidth_gbs(megabytes: int = 1024) -> float:
+    """Bytes read + written per second by a device-to-device copy (the figure facts.md quotes)."""
+    source = torch.empty(megabytes << 20, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    times = []
+    for _ in range(12):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        target.copy_(source)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return 2 * source.numel() / (statistics.median(times[2:]) * 1e-3) / 1e9
+
+
+def kernel_events(trace_path: Path) -> list[dict]:
+    events = json.loads(trace_path.read_text())["traceEvents"]
+    return sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+
+
+def summarize(kernels: list[dict], steps: int, wall_ms: float) -> dict:
+    by_kind = {"gemm": 0.0, "inductor": 0.0, "other": 0.0}
+    by_name: dict[str, list[float]] = {}
+    for kernel in kernels:
+        name, duration = kernel["name"], kernel["dur"] / 1e3
+        kind = "gemm" if GEMM.search(name) else "inductor" if name.startswith("triton") else "other"
+        by_kind[kind] += duration
+        by_name.setdefault(name, []).append(duration)
+    busy = sum(by_kind.values())
+    gaps = [max(0.0, (b["ts"] - (a["ts"] + a["dur"])) / 1e3) for a, b in zip(kernels, kernels[1:])]
+    top = sorted(by_name.items(), key=lambda item: -sum(item[1]))[:12]
+    return {
+        "step_ms": wall_ms / steps,
+        "kernels_per_step": len(kernels) / steps,
+        "gpu_busy_ms_per_step": busy / steps,
+        "gemm_ms_per_step": by_kind["gemm"] / steps,
+        "inductor_ms_per_step": by_kind["inductor"] / steps,
+        "other_ms_per_step": by_kind["other"] / steps,
+        "gaps_ms_per_step": sum(gaps) / steps,
+        "median_gap_us": statistics.median(gaps) * 1e3 if gaps else None,
+        "top_kernels": [{"name": name[:100], "calls_per_step": len(times) / steps, "ms_per_step": sum(times) / steps}
+                        for name, times in top],
+    }
+
+
+def profile_steps(runner: CompiledStepRunner, prompt: torch.Tensor, steps: int, trace_path: Path) -> float:
+    """Wall milliseconds of `steps` decode steps (CUDA events), traced into trace_path."""
+    model, eos = runner.model, runner.eos_ids
+    token, _ = runner.prefill(model, prompt, eos)
+    position = torch.full((1,), prompt.shape[1], dtype=torch.long, device="cuda")
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profiler:
+        start.record()
+        for _ in range(steps):
+            token, position, _ = runner.step(model, token, position, eos)
+        end.record()
+        torch.cuda.synchronize()
+    profiler.export_chrome_trace(str(trace_path))
+    return start.elapsed_time(end)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tinyllama-1.1b", choices=[m for m, i in MODELS.items() if i.kind == "llm"])
+    parser.add_argument("--batch-size", type=int, action="append")
+    parser.add_argument("--input-len", type=int, default=32)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--mode", default="reduce-overhead")
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "mlcbench" / "local",
+                        help="the env's cache folder (a local sweep's default)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("error: decode_profile needs a CUDA GPU", file=sys.stderr)
+        return 1
+    info = MODELS[args.model]
+    gpu_name = torch.cuda.get_device_name()
+    peaks = GPUS.get(gpu_tag_for_name(gpu_name) or "")
+    measured_gbs = copy_bandwidth_gbs()
+    use_cache_folder(args.cache_dir / "torch_compile_decode", torch.device("cuda"))
+    if hasattr(torch.profiler, "_utils") and hasattr(torch.profiler._utils, "_init_for_cuda_graphs"):
+        torch.profiler._utils._init_for_cuda_graphs()  # lets the profiler see kernels inside CUDA graphs
+    report = {"model": args.model, "gpu": gpu_name, "torch": torch.__version__, "mode": args.mode,
+              "copy_bandwidth_gbs": measured_gbs, "catalog_bandwidth_gbs": peaks.bandwidth_gbs if peaks else None,
+              "batches": {}}
+    for batch in args.batch_size or [1]:
+        job = JobSpec(model=args.model, workflow="torch_compile_decode", precision=info.default_precision,
+                      batch_size=batch, input_len=args.input_len, output_len=args.output_len)
+        with torch.no_grad():
+            hf_model = llm.build(info, job, DTYPES[job.precision], torch.device("cuda"))
+            runner = CompiledStepRunner(StaticLlama(hf_model), eos_token_ids(hf_model), args.mode)
+            prompt = llm.prompt_ids(info, job, torch.device("cuda"))
+            for _ in range(3):  # compile (or load from the cache), record the CUDA graphs
+                runner.generate(prompt, args.output_len)
+            with tempfile.TemporaryDirectory() as folder:
+                trace = Path(folder) / "trace.json"
+                steps = args.output_len - 1
+                wall_ms = profile_steps(runner, prompt, steps, trace)
+                figures = summarize(kernel_events(trace), steps, wall_ms)
+        step_bytes = info.decode_step_bytes(job.precision, batch, args.input_len + args.output_len // 2)
+        figures["bytes_per_step_gb"] = step_bytes / 1e9
+        figures["bound_ms_measured_copy"] = step_bytes / (measured_gbs * 1e9) * 1e3
+        report["batches"][batch] = figures
+        print(f"{args.model} b{batch}: step {figures['step_ms']:.3f} ms, bound {figures['bound_ms_measured_copy']:.3f} "
+              f"ms ({step_bytes / 1e9:.2f} GB at {measured_gbs:.0f} GB/s copy); {figures['kernels_per_step']:.0f} "
+              f"kernels/step; GEMM {figures['gemm_ms_per_step']:.3f} ms, Inductor {figures['inductor_ms_per_step']:.3f}"
+              f" ms, other {figures['other_ms_per_step']:.3f} ms, gaps {figures['gaps_ms_per_step']:.3f} ms")
+        for kernel in figures["top_kernels"]:
+            print(f"    {kernel['ms_per_step']:.4f} ms  x{kernel['calls_per_step']:.0f}  {kernel['name']}")
+        del runner, hf_model
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Compile cost cold and warm, and where decode time goes, in the reports."""
+
+import pytest
+
+from mlcbench.orchestrator.reports.data import cost_rows, decode_lines
+from mlcbench.orchestrator.store.provenance import finish
+from mlcbench.schema import MODELS
+from tests.reports.conftest import make_result
+
+
+def llm_result(workflow, batch, tpot_ms=None, compile_s=None, compile_cache=None, gpu="h100", seed=0):
+    result = make_result("tinyllama-1.1b", workflow, batch, gpu, "local", tokens_per_s=100.0, compile_s=compile_s,
+                         seed=seed)
+    return result.model_copy(update={"metrics": result.metrics.model_copy(
+        update={"tpot_ms": tpot_ms, "compile_cache": compile_cache})})
+
+
+def test_cost_rows_give_the_median_compile_time_of_cold_and_of_warm_runs_apart():
+    results = [llm_result("torch_compile_decode", 1, compile_s=100.0, compile_cache="cold", seed=0),
+               llm_result("torch_compile_decode", 1, compile_s=12.0, compile_cache="warm", seed=1),
+               llm_result("torch_compile_decode", 1, compile_s=14.0, compile_cache="warm", seed=2),
+               llm_result("eager", 1, compile_s=1.0)]
+    rows = {row.workflow: row for row in cost_rows(results)}
+    assert (rows["torch_compile_decode"].compile_cold_s, rows["torch_compile_decode"].compile_warm_s) == (100.0, 13.0)
+    assert (rows["eager"].compile_cold_s, rows["eager"].compile_warm_s) == (None, None)
+
+
+def test_a_rerun_cell_shows_its_warm_result_and_the_cold_compile_of_its_first_attempt():
+    cold = llm_result("torch_compile_decode", 1, compile_s=100.0, compile_cache="cold")
+    warm = llm_result("torch_compile_decode", 1, compile_s=10.0, compile_cache="warm")
+    assert cold.job_id == warm.job_id
+    [row] = cost_rows([warm], attempts=[cold, warm])
+    assert (row.compile_s_median, row.compile_cold_s, row.compile_warm_s) == (10.0, 100.0, 10.0)
+
+
+def test_decode_line_sets_time_per_token_against_reading_weights_and_kv_cache_at_the_bandwidth():
+    results = [llm_result("torch_compile_decode", 64, tpot_ms=4.0), llm_result("torch_compile_decode", 1, tpot_ms=2.0),
+               llm_result("eager", 1, tpot_ms=20.0), llm_result("eager", 1, tpot_ms=1.0, gpu="rtx4090")]
+    lines = {(line.workflow, line.gpu): line for line in decode_lines(results)}
+    line = lines[("torch_compile_decode", "h100")]
+    assert [step.batch for step in line.steps] == [1, 64]
+    info = MODELS["tinyllama-1.1b"]
+    # 32 prompt + 32 new tokens: a decode step attends over 48 positions on average
+    assert line.steps[0].step_bytes == info.decode_step_bytes("bf16", 1, 48)
+    assert line.steps[1].step_bytes - line.steps[0].step_bytes == 2 * 22 * 4 * 64 * 48 * 63 * 2
+    assert line.steps[0].bound_ms == pytest.approx(line.steps[0].step_bytes / 3350e9 * 1e3)
+    text = line.describe()
+    assert "b1 2.00 ms" in text and f"{line.steps[0].bound_ms / 2.0:.0%} of the bound" in text and "3,350 GB/s" in text
+    assert lines[("eager", "rtx4090")].bandwidth_gbs == 1008
+
+
+def test_stored_bandwidth_fraction_counts_the_kv_cache_at_every_batch_size():
+    result = finish(llm_result("torch_compile_decode", 64, tpot_ms=4.0), "local", "h100", None, None)
+    step_bytes = MODELS["tinyllama-1.1b"].decode_step_bytes("bf16", 64, 48)
+    assert result.metrics.bandwidth_fraction == pytest.approx(step_bytes / 4e-3 / 3350e9)
