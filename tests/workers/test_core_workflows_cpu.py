@@ -19,12 +19,14 @@ def test_synthetic_workflow_matches_eager(tmp_path, workflow):
     assert result.correctness.rel_l2_error < 1e-4
     assert result.metrics.tflops > 0 and result.metrics.compile_s > 0
     assert result.metrics.latency.method == "perf_counter"
+    if workflow == "torch_compile":  # Inductor's cache in its default folder: warm when an earlier run filled it
+        assert result.metrics.compile_cache in ("cold", "warm")
 
 
 def test_eager_synthetic_has_exact_flops_and_no_correctness_check(tmp_path):
     result = run_job(synthetic("eager", model="ffn-multilayer-small"), tmp_path)
     assert result.status == "ok"
-    assert result.correctness is None
+    assert result.correctness is None and result.metrics.compile_cache is None
     # 4 FFN layers x 2 matmuls x 2 flops x (2 x 32 tokens) x 256 x 704
     assert result.metrics.flops == 4 * 2 * 2 * 64 * 256 * 704
     assert result.metrics.tflops == pytest.approx(result.metrics.flops / result.metrics.latency.median_ms / 1e9)

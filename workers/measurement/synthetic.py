@@ -6,6 +6,7 @@ import torch
 
 from mlcbench.schema import Correctness, Metrics, ModelInfo
 from mlcbench.workers.measurement.correctness import compare_tensors
+from mlcbench.workers.measurement.dynamo_stats import dynamo_stats
 from mlcbench.workers.measurement.timing import peak_memory, time_calls, timed_once
 from mlcbench.workers.models import synthetic
 from mlcbench.workers.workflows.base import Workflow, WorkflowContext
@@ -19,7 +20,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     with torch.no_grad():
         reference = None if workflow.name == "eager" else model(*inputs)
         # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
-        with peak_memory(cuda) as memory:
+        with peak_memory(cuda) as memory, dynamo_stats() as compile_stats:
             begin = time.perf_counter()
             compiled = workflow.compile_module(model, inputs, ctx)
             prepare_s = time.perf_counter() - begin
@@ -29,9 +30,8 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))
     ctx.apply(accumulation=ctx.applied.accumulation or "fp32")  # PyTorch's own matmuls accumulate in fp32
     metrics = Metrics(
-        latency=latency, compile_s=prepare_s + first_call_s, load_s=load_s,
-        torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
-        flops=flops, tflops=flops / (latency.median_ms * 1e-3) / 1e12,
+        latency=latency, compile_s=prepare_s + first_call_s, compile_cache=compile_stats["compile_cache"],
+        load_s=load_s, torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"], flops=flops, tflops=flops / (latency.median_ms * 1e-3) / 1e12,
     )
     correctness = None if reference is None else compare_tensors(output, reference, ctx.dtype)
     return metrics, correctness
