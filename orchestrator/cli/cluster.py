@@ -39,15 +39,19 @@ def status(
     watch: Annotated[bool, typer.Option(help="refresh until every task has ended")] = False,
 ) -> None:
     """A Slurm sweep's progress: each array task's results in the store and its state in Slurm."""
-    plan = slurm.load_plan(slurm.plan_file(workdir, sweep) if sweep else _latest_plan(workdir))
+    path = slurm.plan_file(workdir, sweep) if sweep else _latest_plan(workdir)
+    plan = slurm.load_plan(path)
     store = Store(plan.store_url, pooled=False)
-    tasks = slurm.progress(plan, store)
+    tasks, shown = slurm.progress(plan, store), None
     while watch and any(task.active for task in tasks):
-        console.print(_summary(tasks), highlight=False)
+        if _summary(tasks) != shown:
+            shown = _summary(tasks)
+            console.print(shown, highlight=False)
         time.sleep(WATCH_EVERY_S)
         tasks = slurm.progress(plan, store)
     console.print(_table(plan, tasks))
     console.print(_summary(tasks), highlight=False)
+    console.print(f"each task's log: {path.parent}/task-INDEX.log", highlight=False)
 
 
 def _latest_plan(workdir: Path) -> Path:
