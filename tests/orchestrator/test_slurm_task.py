@@ -1,5 +1,6 @@
 """An array task as Slurm may run it more than once (requeued after a node failure or preemption): it redoes nothing
-it stored, and skips what another sweep finished unless the sweep was a --rerun. Simulated workers, no Slurm needed."""
+it stored, and skips what another sweep finished unless the sweep was a --rerun; and what `sweep --runtime slurm` refuses
+before it asks Slurm anything. Simulated workers, no Slurm needed."""
 
 from pathlib import Path
 
@@ -44,3 +45,10 @@ def test_a_task_skips_jobs_another_sweep_finished_unless_the_sweep_is_a_rerun(tm
         ran = [result.job_id for result in run_task(path, 0, runtime_factory=simulated).stored]
         assert (done.job_id in ran) is rerun
         assert run_task(path, 0, runtime_factory=simulated).stored == []  # and, requeued, runs none twice
+
+
+def test_a_slurm_sweep_needs_the_nodes_gpu_named_and_takes_no_gpus_of_this_host(mlcbench):
+    for arguments in (["--suite", "tiny"], ["--suite", "tiny", "--gpu", "cpu", "--gpus", "all"]):
+        done = mlcbench("sweep", "--runtime", "slurm", *arguments, "--db", "postgresql+psycopg://u:p@nowhere/db")
+        assert done.returncode == 2
+        assert "--runtime slurm: name the nodes' GPU with --gpu TAG" in done.stderr
