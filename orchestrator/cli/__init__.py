@@ -54,6 +54,13 @@ def _checkpoints(values: Optional[list[str]]) -> dict[str, Path]:
     return checkpoints
 
 
+def _batch_sizes(values: Optional[list[str]]) -> list[int]:
+    sizes = split(values, "--batch-size")
+    if not all(size.isdigit() and int(size) > 0 for size in sizes):
+        raise UsageError(f"--batch-size {','.join(values or [])!r}: expected positive whole numbers, e.g. 1,64")
+    return [int(size) for size in sizes]
+
+
 @app.command()
 @exits_cleanly
 def sweep(
@@ -67,7 +74,8 @@ def sweep(
     rerun: Annotated[bool, typer.Option(help="run again jobs that already have a final result")] = False,
     model: Annotated[Optional[list[str]], typer.Option(help="only these models")] = None,
     workflow: Annotated[Optional[list[str]], typer.Option(help="only these workflows")] = None,
-    batch_size: Annotated[Optional[list[int]], typer.Option(help="only these batch sizes")] = None,
+    batch_size: Annotated[Optional[list[str]], typer.Option(help="only these batch sizes (comma-separated or "
+                                                                 "repeated)")] = None,
     workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = Path.home() / ".cache" / "mlcbench",
     runtime: Annotated[Runtime, typer.Option(
@@ -101,7 +109,7 @@ def sweep(
     options = sweeping.SweepOptions(
         suite=get_suite(suite or default_suite(target.device)), env_names=list(split(env, "--env")) or ["local"],
         target=target, filters=Filters(models=split(model, "--model"), workflows=split(workflow, "--workflow"),
-                                       batch_sizes=batch_size or []),
+                                       batch_sizes=_batch_sizes(batch_size)),
         rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
     )
     for name in options.env_names:

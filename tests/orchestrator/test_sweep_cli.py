@@ -21,8 +21,7 @@ TINY = ["sweep", "--suite", "tiny", "--model", "matmul-small"]
 def test_a_sweep_with_failures_says_so_at_the_end_and_exits_3(tmp_path, monkeypatch):
     db = f"sqlite:///{tmp_path / 'store.db'}"
     monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0))
-    ok = runner.invoke(app, [*TINY, "--batch-size", "1", "--batch-size", "2", "--db", db,
-                             "--workdir", str(tmp_path / "w")])
+    ok = runner.invoke(app, [*TINY, "--batch-size", "1,2", "--db", db, "--workdir", str(tmp_path / "w")])
     assert ok.exit_code == ExitCode.OK, ok.output
     assert ok.stdout.strip().splitlines()[-1] == f"2 ok · 0 unsupported · 0 failed/oom/timeout/crashed; store {db}"
 
@@ -37,9 +36,11 @@ def test_a_sweep_with_failures_says_so_at_the_end_and_exits_3(tmp_path, monkeypa
 
 
 def test_empty_filters_are_refused_not_everything(mlcbench):
-    for option in ("--workflow", "--env", "--model"):
+    for option in ("--workflow", "--env", "--model", "--batch-size"):
         done = mlcbench("sweep", option, "")
         assert done.returncode == ExitCode.USAGE and f"error: {option} '' has an empty name" in done.stderr
+    done = mlcbench("sweep", "--batch-size", "1,x")
+    assert done.returncode == ExitCode.USAGE and "expected positive whole numbers" in done.stderr
     done = mlcbench("results", "--status", "ok,")
     assert done.returncode == ExitCode.USAGE and "--status 'ok,' has an empty name" in done.stderr
 
