@@ -2,7 +2,7 @@
 ONNX Runtime on a GPU; `crossgen` what one GPU generation gains over the next."""
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.schema import Suite, SuiteEntry, WorkflowOptions, workflows_for
+from mlcbench.schema import Repetition, Suite, SuiteEntry, WorkflowOptions, workflows_for
 
 SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
 PAPER_BATCHES = [1, 4, 16, 64]
@@ -14,6 +14,8 @@ CROSSGEN_LLM_WORKFLOWS = ["eager", "torch_compile_static", "torch_compile_decode
 def _both_half_precisions(**entry) -> list[SuiteEntry]:
     return [SuiteEntry(precision=precision, **entry) for precision in ("fp16", "bf16")]
 
+# a CPU's timings vary too much to converge: the minimum of 3 processes, no more
+SMOKE_REPETITION = Repetition(processes=3, max_processes=3)
 
 SUITES: dict[str, Suite] = {
     "paper": Suite(
@@ -30,16 +32,30 @@ SUITES: dict[str, Suite] = {
     ),
     "smoke": Suite(
         name="smoke",
-        description="the paper's kinds of model scaled down, so that a whole sweep ends in minutes on 2 CPU cores",
+        description="the paper's kinds of model scaled down, each cell in 3 worker processes, so that a whole sweep "
+                    "ends in minutes on 2 CPU cores",
         entries=[
             SuiteEntry(models=[f"{arch}-small" for arch in SYNTHETIC_ARCHS],
                        workflows=["eager", "torch_compile", "onnxruntime"], batch_sizes=[1, 4], warmup=2,
-                       repeats=10, timeout_s=300),
+                       repeats=10, repetition=SMOKE_REPETITION, timeout_s=300),
             SuiteEntry(models=["ffn-small"], workflows=["aot_inductor"], batch_sizes=[1], warmup=2, repeats=10,
-                       timeout_s=300),
+                       repetition=SMOKE_REPETITION, timeout_s=300),
             SuiteEntry(models=["llama-2layer"], workflows=["eager", "torch_compile", "torch_compile_forward",
                                                                 "torch_compile_static"],
-                       batch_sizes=[1], output_len=8, warmup=1, repeats=3, timeout_s=300),
+                       batch_sizes=[1], output_len=8, warmup=1, repeats=3, repetition=SMOKE_REPETITION, timeout_s=300),
+        ],
+    ),
+    "trust": Suite(
+        name="trust",
+        description="how far two sweeps of the same cells agree: eager, torch_compile and torch_compile_static on "
+                    "both LLMs and the FFNs at both dims, batch 1 and 64, each cell in 3-5 worker processes "
+                    "(LLMs: 3, 2 timed generate calls each); sweep it into two stores, then compare them",
+        entries=[
+            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 64], warmup=10, repeats=30,
+                       repetition=Repetition(processes=3, max_processes=5, max_s=60), timeout_s=600),
+            SuiteEntry(models=LLMS, workflows=["eager", "torch_compile", "torch_compile_static"],
+                       batch_sizes=[1, 64], warmup=0, repeats=2, repetition=Repetition(processes=3, max_processes=3),
+                       timeout_s=900),
         ],
     ),
     "ort": Suite(
@@ -75,10 +91,11 @@ SUITES: dict[str, Suite] = {
     ),
     "tiny": Suite(
         name="tiny",
-        description="eight eager runs of small synthetic models, seconds in all: for checking a setup, and for tests",
+        description="eight eager runs of small synthetic models in one worker process each, seconds in all: for "
+                    "checking a setup, and for tests (one process: no interval)",
         entries=[
             SuiteEntry(models=["matmul-small", "matmul-relu-small"], workflows=["eager"], batch_sizes=[1, 2, 4, 8],
-                       warmup=1, repeats=3, timeout_s=120),
+                       warmup=1, repeats=3, repetition=Repetition(processes=1, max_processes=1), timeout_s=120),
         ],
     ),
 }

@@ -5,6 +5,7 @@ every environment image (Python 3.10-3.12).
 """
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
+from mlcbench.schema.calibration import Calibration
 from mlcbench.schema.catalog import (
     FAULT_WORKFLOWS,
     GPUS,
@@ -19,13 +20,15 @@ from mlcbench.schema.catalog import (
     workflows_for,
 )
 from mlcbench.schema.envs import EnvSpec, RunOptions
-from mlcbench.schema.jobs import JobSpec, Precision, WorkflowOptions
+from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowOptions
 from mlcbench.schema.results import (
     FINAL_STATUSES,
     Applied,
+    Clocks,
     Correctness,
     GpuInfo,
     Metrics,
+    ProcessTiming,
     Provenance,
     Result,
     Status,
@@ -37,6 +40,8 @@ __all__ = [
     "FAULT_WORKFLOWS",
     "FINAL_STATUSES",
     "Applied",
+    "Calibration",
+    "Clocks",
     "GPUS",
     "MODELS",
     "SCHEMA_VERSION",
@@ -50,7 +55,9 @@ __all__ = [
     "ModelKind",
     "OWN_WORKER_WORKFLOWS",
     "Precision",
+    "ProcessTiming",
     "Provenance",
+    "Repetition",
     "Result",
     "RunOptions",
     "Status",

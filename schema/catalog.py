@@ -116,6 +116,7 @@ def _element_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
+
 def _synthetic(architecture: str, hidden: int, inter: int, precision: str, depth: int = 1) -> ModelInfo:
     return ModelInfo(kind="synthetic", architecture=architecture, hidden_size=hidden, intermediate_size=inter,
                      default_precision=precision, depth=depth)

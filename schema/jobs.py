@@ -1,7 +1,7 @@
 import hashlib
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS
@@ -19,6 +19,23 @@ class WorkflowOptions(StrictModel):
     fp32_accumulation: Optional[bool] = None
 
 
+class Repetition(StrictModel):
+    """How often a cell is measured: in at least `processes` fresh worker processes (the unit of repetition), then in
+    more while the 95 % interval of its figure is wider than +-`target` (relative), up to `max_processes` processes
+    or until the cell's runs have taken `max_s` seconds of worker time."""
+
+    processes: int = Field(default=3, ge=1, le=100)
+    max_processes: int = Field(default=5, ge=1, le=100)
+    target: float = Field(default=0.02, gt=0, lt=1)
+    max_s: float = Field(default=600.0, gt=0, le=86400)
+
+    @model_validator(mode="after")
+    def _cap_above_minimum(self) -> "Repetition":
+        if self.max_processes < self.processes:
+            raise ValueError(f"max_processes ({self.max_processes}) is below processes ({self.processes})")
+        return self
+
+
 class JobSpec(StrictModel):
     """One measurement: a model, run through one workflow, at one precision and batch size."""
 
@@ -31,6 +48,7 @@ class JobSpec(StrictModel):
     output_len: int = Field(default=32, ge=1, le=8192)
     warmup: int = Field(default=3, ge=0, le=1000)
     repeats: int = Field(default=10, ge=1, le=10000)
+    repetition: Repetition = Repetition()
     timeout_s: float = Field(default=1200.0, gt=0, le=86400)
     device: Literal["cuda", "cpu"] = "cuda"
     seed: int = 0
@@ -57,6 +75,14 @@ class JobSpec(StrictModel):
         """Stable identity: a hash of the canonical JSON of every field except the timeout (a limit, not a setting)."""
         canonical = self.model_dump_json(exclude={"timeout_s"})
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def cell_settings(self) -> str:
+        """What makes two runs of a workflow comparable: a hash of everything but the model, workflow, precision and
+        batch size (lengths, warm-up, repeats, repetition, device, seed, options, checkpoint). Runs whose settings
+        differ are different cells, never compared."""
+        canonical = self.model_dump_json(exclude={"timeout_s", "model", "workflow", "precision", "batch_size"})
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
     def label(self) -> str:
         return f"{self.model}/{self.workflow}/{self.precision}/b{self.batch_size}"

@@ -12,15 +12,18 @@ PROGRESS_FILE = "progress.txt"  # the id of each job as the worker starts it (pe
 LOG_FILE = "worker.log"  # the worker's stdout and stderr
 # the digest of the image a container worker runs in (compiler caches are keyed by it); unset for the local env
 IMAGE_DIGEST_ENV = "MLCBENCH_IMAGE_DIGEST"
+CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written before the first job when asked
 
 
-def worker_command(python: str, folder: str, cache_dir: str) -> list[str]:
-    """The worker's command line, for an exchange folder and a cache folder as the worker sees them."""
+def worker_command(python: str, folder: str, cache_dir: str, calibrate: bool = False) -> list[str]:
+    """The worker's command line, for an exchange folder and a cache folder as the worker sees them; `calibrate`:
+    measure the device's ceilings first (once per GPU per sweep)."""
     return [python, "-m", WORKER_MODULE, "run",
             "--jobs", f"{folder}/{JOBS_FILE}",
             "--results", f"{folder}/{RESULTS_FILE}",
             "--progress", f"{folder}/{PROGRESS_FILE}",
-            "--cache-dir", cache_dir]
+            "--cache-dir", cache_dir,
+            *(["--calibration", f"{folder}/{CALIBRATION_FILE}"] if calibrate else [])]
 
 
 def new_sweep_id() -> str:

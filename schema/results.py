@@ -13,20 +13,43 @@ FINAL_STATUSES: frozenset[str] = frozenset({"ok", "unsupported"})
 Setting = Union[bool, int, float, str, None]
 
 
-class Timing(StrictModel):
-    """Statistics over the timed repeats of one call, in milliseconds."""
+NOISY_CV = 0.05
 
-    median_ms: float
+
+class ProcessTiming(StrictModel):
+    """The timed calls of a cell in one worker process, in milliseconds, in call order."""
+
+    samples_ms: list[float] = Field(min_length=1)
+    round: int = Field(default=0, description="the sweep's round that ran this process")
+    position: int = Field(default=0, description="the cell's place in that round's shuffled order")
+
+
+class Timing(StrictModel):
+    """Statistics of a cell's timed calls, in milliseconds: over one worker process's calls as the worker reports them,
+    over every process once the host has combined a cell's processes (reference: orchestrator/stats.py)."""
+
+    median_ms: float = Field(description="one process: the median call; combined: geometric mean of process medians")
     p10_ms: float
     p90_ms: float
     mean_ms: float
-    cv: float = Field(description="coefficient of variation (stdev / mean)")
-    repeats: int
+    cv: float = Field(description="coefficient of variation (stdev / mean) of the calls inside one process "
+                                  "(combined: pooled over processes)")
+    repeats: int = Field(description="timed calls, in all processes")
+    # cuda_events: each call alone between two CUDA events, recorded after the previous call has finished (so it
+    # includes the launch); perf_counter: the same with the host clock and a sync. The same for every workflow.
     method: Literal["cuda_events", "perf_counter"]
+    processes: list[ProcessTiming] = []
+    cv_between: Optional[float] = Field(None, description="stdev / mean of the process medians")
+    ci_low_ms: Optional[float] = Field(None, description="95 % interval of median_ms")
+    ci_high_ms: Optional[float] = None
+    interval: Optional[Literal["t_log_process_medians"]] = Field(
+        None, description="how the interval was built: Student's t over the log process medians")
+    converged: Optional[bool] = Field(None, description="the interval reached the repetition target")
+    lost_processes: int = Field(0, description="processes of the cell that crashed or failed after others ran")
 
     @property
     def noisy(self) -> bool:
-        return self.cv > 0.05
+        return self.cv > NOISY_CV or (self.cv_between or 0.0) > NOISY_CV
 
 
 DecodeLoop = Literal["hf_generate", "greedy_no_kv_cache", "greedy_onnx_kv_cache", "compiled_step", "tensorrt_llm"]
@@ -121,6 +144,25 @@ class GpuInfo(StrictModel):
     mem_clock_mhz: Optional[int] = None
 
 
+# NVML's clock event reasons that slow the GPU down (idle, application clocks, sync boost do not)
+SLOWDOWN_REASONS = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+
+
+class Clocks(StrictModel):
+    """The job's GPU as NVML sees it at the start or the end of the job."""
+
+    at: Literal["start", "end"]
+    sm_mhz: Optional[int] = None
+    mem_mhz: Optional[int] = None
+    power_limit_w: Optional[float] = None
+    temperature_c: Optional[int] = None
+    reasons: list[str] = Field(default=[], description="NVML clock event (throttle) reasons, e.g. sw_thermal")
+
+    @property
+    def throttled(self) -> bool:
+        return bool(SLOWDOWN_REASONS.intersection(self.reasons))
+
+
 class Provenance(StrictModel):
     env: Optional[str] = None
     image_digest: Optional[str] = None
@@ -135,6 +177,13 @@ class Provenance(StrictModel):
     config_key: Optional[str] = None
     started_at: Optional[datetime] = None
     ended_at: Optional[datetime] = None
+    sweep_id: Optional[str] = None
+    order_seed: Optional[int] = Field(None, description="seeds the shuffled order of the cells in each round")
+    clocks: list[Clocks] = Field(default=[], description="at the start and end of each of the cell's processes")
+
+    @property
+    def throttled(self) -> bool:
+        return any(reading.throttled for reading in self.clocks)
 
 
 class Result(StrictModel):

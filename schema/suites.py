@@ -4,7 +4,7 @@ from pydantic import Field
 
 from mlcbench.schema.base import StrictModel
 from mlcbench.schema.catalog import MODELS
-from mlcbench.schema.jobs import JobSpec, Precision, WorkflowOptions
+from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowOptions
 
 
 class SuiteEntry(StrictModel):
@@ -18,6 +18,7 @@ class SuiteEntry(StrictModel):
     output_len: int = 32
     warmup: int = 3
     repeats: int = 10
+    repetition: Repetition = Repetition()
     timeout_s: float = 1200.0
     options: WorkflowOptions = WorkflowOptions()
 
@@ -38,7 +39,7 @@ class Suite(StrictModel):
                             model=model, workflow=workflow,
                             precision=entry.precision or MODELS[model].default_precision,
                             batch_size=batch, input_len=entry.input_len, output_len=entry.output_len,
-                            warmup=entry.warmup, repeats=entry.repeats, timeout_s=entry.timeout_s,
+                            warmup=entry.warmup, repeats=entry.repeats, repetition=entry.repetition, timeout_s=entry.timeout_s,
                             device=device, options=entry.options,
                         )
                         if job.job_id not in seen:

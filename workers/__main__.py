@@ -6,7 +6,7 @@ from pathlib import Path
 from mlcbench.schema.protocol import WORKER_MODULE
 from mlcbench.workers.orphan import exit_with_parent
 from mlcbench.workers.protocol import JobFileError, read_jobs
-from mlcbench.workers.runner import run_jobs
+from mlcbench.workers.runner import run_jobs, write_calibration
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--results", type=Path, required=True)
     run.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "mlcbench")
     run.add_argument("--progress", type=Path, help="append each job's id here as it starts (for per-job timeouts)")
+    run.add_argument("--calibration", type=Path, help="first measure the device's ceilings and write them here")
     args = parser.parse_args(argv)
 
     try:
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     exit_with_parent()
     faulthandler.enable()  # a segfault in a compiler or runtime leaves its Python stack in the log tail
+    if args.calibration is not None and jobs:
+        write_calibration(args.calibration, jobs[0].device)
     run_jobs(jobs, args.results, args.cache_dir, args.progress)
     return 0
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from mlcbench.schema import MODELS, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result
+from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.protocol import append_line, append_result
 from mlcbench.workers.workflows.base import Unsupported
 
@@ -29,8 +30,16 @@ def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_
         append_result(results_path, run_job(job, cache_dir))
 
 
+def write_calibration(path: Path, device: str) -> None:
+    from mlcbench.workers.measurement.calibration import calibrate
+
+    append_line(path, calibrate(device).model_dump_json())
+
+
 def run_job(job: JobSpec, cache_dir: Path) -> Result:
     started = datetime.now(timezone.utc)
+    gpu = gpu_info() if job.device == "cuda" else None
+    clocks = [read_clocks(gpu.uuid, "start")] if gpu and gpu.uuid else []
     try:
         status, reason, error, metrics, correctness = _run(job, cache_dir)
     except Unsupported as unsupported:
@@ -42,12 +51,15 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
         metrics, correctness = _memory_after_failure(job), None
     finally:
         _release_memory(job)
+    if gpu and gpu.uuid:
+        clocks.append(read_clocks(gpu.uuid, "end"))
     return Result(
         job_id=job.job_id, job=job, status=status, reason=reason, error=error, metrics=metrics,
         correctness=correctness,
         provenance=Provenance(
-            gpu=_gpu_info(job), packages=_package_versions(), python=platform.python_version(),
+            gpu=gpu, packages=_package_versions(), python=platform.python_version(),
             hostname=socket.gethostname(), started_at=started, ended_at=datetime.now(timezone.utc),
+            clocks=[reading for reading in clocks if reading is not None],
         ),
     )
 
@@ -119,18 +131,8 @@ def _release_memory(job: JobSpec) -> None:
         pass
 
 
-_gpu_cache: dict[int, Optional[GpuInfo]] = {}
-
-
-def _gpu_info(job: JobSpec) -> Optional[GpuInfo]:
-    if job.device != "cuda":
-        return None
-    if 0 not in _gpu_cache:
-        _gpu_cache[0] = _read_gpu_info()
-    return _gpu_cache[0]
-
-
-def _read_gpu_info() -> Optional[GpuInfo]:
+@functools.cache  # the worker sees one GPU, whose identity does not change while it runs
+def gpu_info() -> Optional[GpuInfo]:
     try:
         import torch
 

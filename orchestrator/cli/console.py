@@ -73,6 +73,7 @@ class ProgressListener:
                                   console=console, transient=False)
         self._task = None
         self._in_flight: list[str] = []
+        self._round = 1
 
     def __enter__(self) -> "ProgressListener":
         self._progress.start()
@@ -82,11 +83,27 @@ class ProgressListener:
         self._progress.stop()
 
     def planned(self, to_run: int, skipped: int) -> None:
+        """to_run: worker processes (each cell's minimum) plus the results stored without one."""
         if to_run:
             self._task = self._progress.add_task("jobs", total=to_run)
 
+    def round_started(self, index: int, cells: int) -> None:
+        """Each round runs every cell that wants another worker process once; rounds past the minimum add to the
+        total."""
+        self._round = index + 1
+        if self._task is not None:
+            task = self._progress.tasks[self._task]
+            self._progress.update(self._task, total=max(task.total or 0, task.completed + cells))
+
     def job_started(self, job: JobSpec) -> None:
         self._in_flight.append(job.label())
+        self._describe()
+
+    def process_done(self, result: Result) -> None:
+        if result.job.label() in self._in_flight:
+            self._in_flight.remove(result.job.label())
+        if self._task is not None:
+            self._progress.advance(self._task)
         self._describe()
 
     def job_done(self, result: Result) -> None:
@@ -94,11 +111,6 @@ class ProgressListener:
         self._progress.console.print(f"  [{style}]{result.status:<11}[/] {result.job.label()}"
                                      + (f"  [dim]{result.reason}[/]" if result.reason and result.status != "ok" else ""),
                                      highlight=False)
-        if result.job.label() in self._in_flight:
-            self._in_flight.remove(result.job.label())
-        if self._task is not None:
-            self._progress.advance(self._task)
-        self._describe()
 
     def stopping(self) -> None:
         """The first Ctrl-C: said at once, the jobs in flight still end and are stored."""
@@ -107,4 +119,5 @@ class ProgressListener:
 
     def _describe(self) -> None:
         if self._task is not None:
-            self._progress.update(self._task, description=escape(", ".join(self._in_flight) or "jobs"))
+            self._progress.update(self._task, description=escape(f"round {self._round}: "
+                                                                 + (", ".join(self._in_flight) or "jobs")))

@@ -7,8 +7,8 @@ from typing import Annotated, Optional, get_args
 import typer
 from mlcbench.orchestrator.cli.console import console, exits_cleanly, split, warn_unreadable
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.orchestrator.reports.data import (Selection, compare as compare_rows, load_attempts, load_results,
-                                                perf_rows)
+from mlcbench.orchestrator.reports.data import (Comparison, Selection, compare as compare_rows, compare_stores,
+                                                load_attempts, load_results, perf_rows)
 from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_atomically, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
 from mlcbench.orchestrator.reports.crossgen import generation_rows
@@ -65,7 +65,8 @@ def report(
     from mlcbench.orchestrator.reports.report import build_report
     from mlcbench.orchestrator.reports.terminal import report_renderables
 
-    built = build_report(results, safe_url(db), selection, attempts=load_attempts(store, selection))
+    built = build_report(results, safe_url(db), selection, attempts=load_attempts(store, selection),
+                         calibrations=tuple(store.calibrations(selection.gpus or None)))
     if markdown == Path("-"):
         sys.stdout.write(markdown_text(built))
         return
@@ -82,9 +83,17 @@ def report(
 def compare(
     db: DbOption = DEFAULT_DB, gpu: GpuOption = None, env: EnvOption = None, model: ModelOption = None,
     workflow: WorkflowOption = None,
+    against: Annotated[Optional[str], typer.Option(
+        "--against", help="a second store (SQLite file or URL): the same cells in both, e.g. two sweeps")] = None,
 ) -> None:
-    """Two GPUs (--gpu A --gpu B) or two envs on one GPU (--env A --env B): both figures and their ratio B / A."""
+    """Two GPUs (--gpu A --gpu B), two envs on one GPU (--env A --env B), or two stores (--db A --against B): both
+    figures and their ratio B / A with its 95 % interval; ≈ where the interval holds 1.0."""
     gpus, envs = split(gpu, "--gpu"), split(env, "--env")
+    if against is not None:
+        _compare_stores(db, _store_url(against, must_exist=True),
+                        Selection(gpus=gpus, envs=envs, models=split(model, "--model"),
+                                  workflows=split(workflow, "--workflow")))
+        return
     if len(gpus) == 2:
         axis, (first, second) = "gpu", gpus
     elif len(envs) == 2 and len(gpus) <= 1:
@@ -97,12 +106,35 @@ def compare(
     if not results:
         return
     comparison = compare_rows(perf_rows(results), axis, first, second)  # type: ignore[arg-type]
+    _print_comparison(comparison)
+
+
+def _compare_stores(first: str, second: str, selection: Selection) -> None:
+    _, first_results = _selected(first, selection)
+    _, second_results = _selected(second, selection)
+    if not first_results or not second_results:
+        return
+    comparison = compare_stores(perf_rows(first_results), perf_rows(second_results), _store_name(first),
+                                _store_name(second))
+    _print_comparison(comparison)
+
+
+def _store_name(url: str) -> str:
+    """A SQLite store by its file name (column headers), any other by its URL without the password."""
+    return Path(url.removeprefix("sqlite:///")).stem if url.startswith("sqlite:///") else safe_url(url)
+
+
+def _print_comparison(comparison: Comparison) -> None:
     console.print(comparison_table(comparison))
     generations = generation_rows(comparison)
     if generations:
-        console.print(generation_table(generations, first, second))
+        console.print(generation_table(generations, comparison.first, comparison.second))
     compared = sum(1 for row in comparison.rows if row.ratio is not None)
-    console.print(f"{compared} of {len(comparison.rows)} row(s) ran ok on both sides")
+    with_interval = sum(1 for row in comparison.rows if row.change is not None and row.change.significant is not None)
+    flagged = sum(1 for row in comparison.rows if row.flags)
+    console.print(f"{compared} of {len(comparison.rows)} row(s) ran ok on both sides; {comparison.significant} of "
+                  f"{with_interval} with intervals differ significantly (95 % intervals: about 1 in 20 would by "
+                  f"chance alone); {flagged} flagged ⚠")
 
 
 @exits_cleanly

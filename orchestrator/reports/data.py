@@ -4,14 +4,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from statistics import median
-from typing import Iterable, Literal, Optional
+from typing import Iterable, Literal, Optional, Sequence
 
+from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.provenance import decode_step_bytes
-from mlcbench.schema import GPUS, MODELS, WORKFLOWS, Result
+from mlcbench.schema import GPUS, MODELS, WORKFLOWS, Calibration, JobSpec, Result
 
 Kind = Literal["llm", "synthetic"]
-Axis = Literal["gpu", "env"]
+Axis = Literal["gpu", "env", "store"]
 # Most serious first: the status a support-matrix cell takes when its runs disagree.
 SEVERITY = ("crashed", "failed", "timeout", "oom", "unsupported", "ok")
 # Packages named in provenance lines and tables; the full set stays in the provenance table.
@@ -86,10 +87,61 @@ def provenance_line(result: Result) -> str:
     return " · ".join(parts)
 
 
+def settings_label(job: JobSpec) -> str:
+    """The settings that make a cell (besides model, workflow, precision, batch), in words."""
+    repetition = job.repetition
+    processes = (f"{repetition.processes}" if repetition.processes == repetition.max_processes
+                 else f"{repetition.processes}-{repetition.max_processes}")
+    lengths = f"{job.input_len} in / {job.output_len} out, " if kind_of(job.model) == "llm" else ""
+    return f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), cell {job.cell_settings}"
+
+
+def compiled_graphs(result: Result) -> Optional[int]:
+    """Graphs torch.compile built for the workflow, where the workflow counts them."""
+    value = result.metrics.settings.get("compiled_graphs")
+    return value if isinstance(value, int) else None
+
+
+def not_compiled(result: Result) -> bool:
+    """A compiling workflow that compiled nothing runs eager code: it gets no speedup claim."""
+    return result.job.workflow != "eager" and compiled_graphs(result) == 0
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Baseline (eager) time / this result's time, with its 95 % interval (orchestrator/stats.py)."""
+
+    ratio: stats.Ratio
+    # the baseline's sweep when it is not this result's own (no eager run in the same sweep)
+    baseline_sweep: Optional[str] = None
+
+    @property
+    def value(self) -> float:
+        return self.ratio.value
+
+    @property
+    def significant(self) -> Optional[bool]:
+        return self.ratio.significant
+
+    @property
+    def claimed(self) -> float:
+        """What a summary may count: 1.0 where the interval cannot tell the two apart."""
+        return 1.0 if self.significant is False else self.value
+
+    def label(self) -> str:
+        if self.significant is False:
+            text = "≈ (not significant)"
+        elif self.significant is None:
+            text = f"{self.value:.2f}× (no interval)"
+        else:
+            text = f"{self.value:.2f}× [{self.ratio.low:.2f}–{self.ratio.high:.2f}]"
+        return text + (f" vs eager of sweep {self.baseline_sweep}" if self.baseline_sweep else "")
+
+
 @dataclass(frozen=True)
 class PerfRow:
-    """One stored result with its figure of merit (tokens/s for LLMs, TFLOPS for synthetic models) and the speedup
-    over eager for the same model, batch, precision, env and GPU."""
+    """One stored result with its figure of merit (tokens/s for LLMs, TFLOPS for synthetic models), its 95 % interval,
+    and the speedup over eager for the same model, batch, precision, settings, env and GPU."""
 
     gpu: str
     env: str
@@ -101,15 +153,48 @@ class PerfRow:
     status: str
     reason: Optional[str]
     value: Optional[float]
-    speedup: Optional[float]
-    efficiency: Optional[float]  # synthetic: fraction of peak; LLM: fraction of the weight-bandwidth bound
+    speedup: Optional[Speedup]
+    efficiency: Optional[float]  # of the catalog's spec: synthetic, of peak TFLOPS; LLM, of the decode bandwidth bound
     accumulation: Optional[str]
     correct: Optional[bool]
     result: Result
+    # the same against what the sweep measured on that GPU: the copy bandwidth (LLM), the matmul rate (synthetic)
+    measured_efficiency: Optional[float] = None
 
     @property
     def unit(self) -> str:
         return "tok/s" if self.kind == "llm" else "TFLOPS"
+
+    @property
+    def settings(self) -> str:
+        return self.result.job.cell_settings
+
+    @property
+    def not_compiled(self) -> bool:
+        return not_compiled(self.result)
+
+    @property
+    def interval(self) -> Optional[tuple[float, float]]:
+        """The value's 95 % interval (a figure inversely proportional to the time)."""
+        latency = self.result.metrics.latency
+        if self.value is None or latency is None or latency.ci_low_ms is None or latency.ci_high_ms is None:
+            return None
+        return (self.value * latency.median_ms / latency.ci_high_ms, self.value * latency.median_ms / latency.ci_low_ms)
+
+    def flags(self) -> list[str]:
+        """What a reader must know before trusting the figure."""
+        latency, found = self.result.metrics.latency, []
+        if self.value is None or latency is None:
+            return found
+        if latency.noisy:
+            found.append(f"CV {100 * max(latency.cv, latency.cv_between or 0.0):.0f} %")
+        if len(latency.processes) < 2:
+            found.append("1 process")
+        if latency.lost_processes:
+            found.append(f"{latency.lost_processes} process(es) lost")
+        if self.result.provenance.throttled:
+            found.append("throttled")
+        return found
 
 
 def _value(result: Result) -> Optional[float]:
@@ -130,24 +215,66 @@ def _efficiency(result: Result) -> Optional[float]:
     return metrics.tflops / peak if metrics.tflops is not None and peak else None
 
 
-def _speedup_key(result: Result) -> tuple[str, str, str, str, int]:
-    return (gpu_of(result), env_of(result), result.job.model, result.job.precision, result.job.batch_size)
+def _cell_key(result: Result) -> tuple[str, str, str, str, int, str]:
+    """Everything but the workflow: the results a speedup may compare."""
+    job = result.job
+    return (gpu_of(result), env_of(result), job.model, job.precision, job.batch_size, job.cell_settings)
 
 
-def perf_rows(results: Iterable[Result]) -> list[PerfRow]:
+def _speedup(result: Result, baselines: list[Result]) -> Optional[Speedup]:
+    """Against the eager run of the same sweep where there is one, else the latest eager run (named)."""
+    latency = result.metrics.latency
+    if result.job.workflow == "eager" or _value(result) is None or latency is None or not baselines \
+            or not_compiled(result):
+        return None
+    same = [b for b in baselines if b.provenance.sweep_id == result.provenance.sweep_id]
+    baseline = max(same or baselines,
+                   key=lambda b: b.provenance.ended_at.timestamp() if b.provenance.ended_at else 0.0)
+    other = None if same else (baseline.provenance.sweep_id or "unknown")
+    return Speedup(stats.speedup(baseline.metrics.latency, latency), baseline_sweep=other)  # type: ignore[arg-type]
+
+
+def calibration_for(result: Result, calibrations: Sequence[Calibration]) -> Optional[Calibration]:
+    """The ceiling measured in the result's own sweep on its GPU, else the latest measured on that GPU model."""
+    gpu = result.provenance.gpu
+    same_model = [c for c in calibrations if c.gpu_tag == gpu_of(result) and c.copy_gbs is not None]
+    same_sweep = [c for c in same_model if c.sweep_id == result.provenance.sweep_id
+                  and (gpu is None or c.gpu is None or c.gpu.uuid == gpu.uuid)]
+    chosen = same_sweep or same_model
+    return max(chosen, key=lambda c: c.measured_at.timestamp() if c.measured_at else 0.0) if chosen else None
+
+
+def _measured_efficiency(result: Result, calibrations: Sequence[Calibration]) -> Optional[float]:
+    calibration, metrics = calibration_for(result, calibrations), result.metrics
+    if result.status != "ok" or calibration is None:
+        return None
+    if kind_of(result.job.model) == "llm":
+        peaks = GPUS.get(gpu_of(result))
+        if metrics.bandwidth_fraction is None or peaks is None or not calibration.copy_gbs:
+            return None
+        return metrics.bandwidth_fraction * peaks.bandwidth_gbs / calibration.copy_gbs
+    measured = calibration.gemm_tflops.get(result.job.precision)
+    return metrics.tflops / measured if metrics.tflops is not None and measured else None
+
+
+def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = ()) -> list[PerfRow]:
     results = list(results)
-    eager = {_speedup_key(r): _value(r) for r in results if r.job.workflow == "eager" and _value(r)}
+    eager: dict[tuple, list[Result]] = defaultdict(list)
+    for result in results:
+        if result.job.workflow == "eager" and _value(result) and result.metrics.latency is not None:
+            eager[_cell_key(result)].append(result)
     rows = []
     for result in results:
-        value, reference = _value(result), eager.get(_speedup_key(result))
         job = result.job
         rows.append(PerfRow(
             gpu=gpu_of(result), env=env_of(result), model=job.model, workflow=job.workflow, precision=job.precision,
-            batch=job.batch_size, kind=kind_of(job.model), status=result.status, reason=result.reason, value=value,
-            speedup=value / reference if value is not None and reference else None,
+            batch=job.batch_size, kind=kind_of(job.model), status=result.status, reason=result.reason,
+            value=_value(result), speedup=_speedup(result, eager.get(_cell_key(result), [])),
             efficiency=_efficiency(result), accumulation=result.metrics.accumulation,
-            correct=result.correctness.passed if result.correctness else None, result=result))
-    return sorted(rows, key=lambda r: (r.kind, r.model, r.gpu, r.env, workflow_order(r.workflow), r.precision, r.batch))
+            correct=result.correctness.passed if result.correctness else None, result=result,
+            measured_efficiency=_measured_efficiency(result, calibrations)))
+    return sorted(rows, key=lambda r: (r.kind, r.model, r.gpu, r.env, r.settings, workflow_order(r.workflow),
+                                       r.precision, r.batch))
 
 
 @dataclass(frozen=True)
@@ -158,33 +285,35 @@ class ThroughputLine:
 
 @dataclass(frozen=True)
 class ThroughputTable:
-    """Workflow x batch size for one model at one precision, in one env on one GPU."""
+    """Workflow x batch size for one model at one precision and one set of settings, in one env on one GPU."""
 
     kind: Kind
     model: str
     precision: str
     gpu: str
     env: str
+    settings: str  # settings_label of the table's cells
     batches: tuple[int, ...]
     lines: tuple[ThroughputLine, ...]
 
     @property
     def title(self) -> str:
         unit = "tokens/s" if self.kind == "llm" else "TFLOPS"
-        return f"{self.model} ({self.precision}) on {self.gpu}, env {self.env}: {unit}"
+        return f"{self.model} ({self.precision}) on {self.gpu}, env {self.env}: {unit}; {self.settings}"
 
 
 def throughput_tables(rows: Iterable[PerfRow]) -> list[ThroughputTable]:
+    """One table per settings too: runs with different settings never share a cell."""
     groups: dict[tuple, list[PerfRow]] = defaultdict(list)
     for row in rows:
-        groups[(row.kind, row.model, row.precision, row.gpu, row.env)].append(row)
+        groups[(row.kind, row.model, row.precision, row.gpu, row.env, row.settings)].append(row)
     tables = []
-    for (kind, model, precision, gpu, env), members in sorted(groups.items()):
+    for (kind, model, precision, gpu, env, _), members in sorted(groups.items()):
         by_workflow: dict[str, dict[int, PerfRow]] = defaultdict(dict)
         for row in members:
             by_workflow[row.workflow][row.batch] = row
         lines = tuple(ThroughputLine(w, by_workflow[w]) for w in sorted(by_workflow, key=workflow_order))
-        tables.append(ThroughputTable(kind, model, precision, gpu, env,
+        tables.append(ThroughputTable(kind, model, precision, gpu, env, settings_label(members[0].result.job),
                                       tuple(sorted({row.batch for row in members})), lines))
     return tables
 
@@ -445,10 +574,20 @@ class CompareRow:
     second: Optional[float]
     first_status: Optional[str]
     second_status: Optional[str]
+    # second / first with its 95 % interval (from both sides' process medians)
+    change: Optional[stats.Ratio] = None
+    flags: tuple[str, ...] = ()  # either side's (PerfRow.flags)
 
     @property
     def ratio(self) -> Optional[float]:
         return self.second / self.first if self.first and self.second is not None else None
+
+    def label(self) -> str:
+        if self.change is None or self.change.significant is None:
+            return "—" if self.ratio is None else f"{self.ratio:.2f}× (no interval)"
+        if not self.change.significant:
+            return "≈ (not significant)"
+        return f"{self.change.value:.2f}× [{self.change.low:.2f}–{self.change.high:.2f}]"
 
 
 @dataclass(frozen=True)
@@ -460,21 +599,52 @@ class Comparison:
 
     @property
     def title(self) -> str:
-        return f"{self.second} / {self.first} ({'GPU' if self.axis == 'gpu' else 'env'})"
+        return f"{self.second} / {self.first} ({ {'gpu': 'GPU', 'env': 'env', 'store': 'store'}[self.axis]})"
+
+    @property
+    def significant(self) -> int:
+        return sum(1 for row in self.rows if row.change is not None and row.change.significant)
+
+
+def _change(a: Optional[PerfRow], b: Optional[PerfRow]) -> Optional[stats.Ratio]:
+    """b's figure over a's, from the times (a figure is inversely proportional to its time)."""
+    if a is None or b is None or a.value is None or b.value is None:
+        return None
+    first, second = a.result.metrics.latency, b.result.metrics.latency
+    return stats.speedup(first, second) if first and second else None
+
+
+Sides = dict[tuple[str, str, str, int, str, str], dict[str, PerfRow]]
 
 
 def compare(rows: Iterable[PerfRow], axis: Axis, first: str, second: str) -> Comparison:
-    sides: dict[tuple[str, str, str, int, str], dict[str, PerfRow]] = defaultdict(dict)
+    """Two GPUs or two envs of one store; everything else must match, settings included."""
+    sides: Sides = defaultdict(dict)
     for row in rows:
         side, fixed = (row.gpu, row.env) if axis == "gpu" else (row.env, row.gpu)
         if side in (first, second):
-            sides[(row.workflow, row.model, row.precision, row.batch, fixed)][side] = row
+            sides[(row.workflow, row.model, row.precision, row.batch, fixed, row.settings)][side] = row
+    return _comparison(axis, first, second, sides)
+
+
+def compare_stores(first_rows: Iterable[PerfRow], second_rows: Iterable[PerfRow], first: str,
+                   second: str) -> Comparison:
+    """The same cells (GPU, env, model, workflow, precision, batch, settings) in two stores: two sweeps."""
+    sides: Sides = defaultdict(dict)
+    for side, rows in ((first, first_rows), (second, second_rows)):
+        for row in rows:
+            sides[(row.workflow, row.model, row.precision, row.batch, f"{row.env} @ {row.gpu}", row.settings)][side] = row
+    return _comparison("store", first, second, sides)
+
+
+def _comparison(axis: Axis, first: str, second: str, sides: Sides) -> Comparison:
     compared = []
-    for (workflow, model, precision, batch, fixed), by_side in sides.items():
+    for (workflow, model, precision, batch, fixed, _), by_side in sides.items():
         a, b = by_side.get(first), by_side.get(second)
         compared.append(CompareRow(workflow, model, precision, batch, fixed, (a or b).unit,  # type: ignore[union-attr]
                                    a.value if a else None, b.value if b else None,
-                                   a.status if a else None, b.status if b else None))
+                                   a.status if a else None, b.status if b else None, _change(a, b),
+                                   tuple(flag for row in (a, b) if row for flag in row.flags())))
     compared.sort(key=lambda r: (r.model, r.fixed, workflow_order(r.workflow), r.precision, r.batch))
     return Comparison(axis, first, second, tuple(compared))
 
@@ -487,3 +657,30 @@ def comparisons_in(rows: list[PerfRow]) -> list[Comparison]:
         values = sorted({row.gpu if axis == "gpu" else row.env for row in rows})
         found += [compare(rows, axis, values[0], other) for other in values[1:]]  # type: ignore[arg-type]
     return [comparison for comparison in found if any(r.ratio is not None for r in comparison.rows)]
+
+
+@dataclass(frozen=True)
+class CeilingRow:
+    """What the sweep measured on a GPU beside the catalog's spec."""
+
+    gpu: str
+    env: str
+    sweep: str
+    copy_gbs: Optional[float]
+    spec_gbs: Optional[float]
+    gemm: tuple[tuple[str, float, Optional[float]], ...]  # (precision, measured TFLOPS, spec TFLOPS)
+    error: Optional[str]
+
+
+def ceiling_rows(calibrations: Iterable[Calibration]) -> list[CeilingRow]:
+    rows = []
+    for calibration in calibrations:
+        gpu = calibration.gpu_tag or "?"
+        peaks = GPUS.get(gpu)
+        rows.append(CeilingRow(
+            gpu, calibration.env or "?", calibration.sweep_id or "?", calibration.copy_gbs,
+            peaks.bandwidth_gbs if peaks else None,
+            tuple((precision, tflops, peaks.peak_tflops(precision) if peaks else None)
+                  for precision, tflops in sorted(calibration.gemm_tflops.items())),
+            calibration.error.strip().splitlines()[-1] if calibration.error else None))
+    return sorted(rows, key=lambda r: (r.gpu, r.sweep))

@@ -34,6 +34,14 @@ class FlatRow:
     p10_ms: Optional[float]
     p90_ms: Optional[float]
     cv: Optional[float]
+    ci_low_ms: Optional[float]
+    ci_high_ms: Optional[float]
+    cv_between: Optional[float]
+    processes: Optional[int]
+    converged: Optional[bool]
+    throttled: bool
+    cell_settings: str
+    sweep_id: Optional[str]
     compile_s: Optional[float]
     load_s: Optional[float]
     peak_mem_bytes: Optional[int]
@@ -65,7 +73,10 @@ def flat_row(result: Result) -> FlatRow:
         ttft_ms=metrics.ttft_ms, tpot_ms=metrics.tpot_ms, tflops=metrics.tflops, peak_fraction=metrics.peak_fraction,
         bandwidth_fraction=metrics.bandwidth_fraction, median_ms=latency.median_ms if latency else None,
         p10_ms=latency.p10_ms if latency else None, p90_ms=latency.p90_ms if latency else None,
-        cv=latency.cv if latency else None, compile_s=metrics.compile_s, load_s=metrics.load_s,
+        cv=latency.cv if latency else None, ci_low_ms=latency.ci_low_ms if latency else None,
+        ci_high_ms=latency.ci_high_ms if latency else None, cv_between=latency.cv_between if latency else None,
+        processes=len(latency.processes) if latency else None, converged=latency.converged if latency else None,
+        throttled=provenance.throttled, cell_settings=job.cell_settings, sweep_id=provenance.sweep_id, compile_s=metrics.compile_s, load_s=metrics.load_s,
         peak_mem_bytes=metrics.peak_mem_bytes, correct=check.passed if check else None,
         cosine=check.cosine if check else None, rel_l2_error=check.rel_l2_error if check else None,
         token_agreement=check.token_agreement if check else None, graph_breaks=metrics.graph_breaks,
@@ -103,7 +114,7 @@ def _arrow_types() -> dict[str, object]:
     import pyarrow as pa
 
     by_annotation = {str: pa.string(), Optional[str]: pa.string(), int: pa.int64(), Optional[int]: pa.int64(),
-                     Optional[float]: pa.float64(), Optional[bool]: pa.bool_()}
+                     Optional[float]: pa.float64(), bool: pa.bool_(), Optional[bool]: pa.bool_()}
     return {field.name: by_annotation[field.type] for field in fields(FlatRow)}
 
 

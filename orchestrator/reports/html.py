@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import PerfRow, SupportMatrix, ThroughputTable, provenance_line
+from mlcbench.orchestrator.reports.data import PerfRow, SupportMatrix, ThroughputTable, ceiling_rows, provenance_line
 from mlcbench.orchestrator.reports.export import write_atomically
 from mlcbench.orchestrator.reports.figures import Figure, write_figures
 from mlcbench.orchestrator.reports.p3 import RUBRIC
@@ -20,7 +20,7 @@ th:first-child, td:first-child, td.text { text-align: left; }
 caption { text-align: left; font-weight: bold; padding: 4px 0; white-space: nowrap; }
 .ok { background: #d9f2d9; } .unsupported { background: #eee; color: #666; } .failed { background: #f8c9c9; }
 .oom { background: #ecd5f5; } .timeout { background: #fbeab5; } .crashed { background: #e59a9a; }
-.fail { color: #b00; font-weight: bold; }
+.fail { color: #b00; font-weight: bold; } .flagged { background: #fff3c4; }
 figure { display: inline-block; margin: 0 1em 1em 0; width: 640px; } img { width: 100%; }
 sup { color: #555; } .note { color: #555; font-size: 13px; }
 """
@@ -54,26 +54,25 @@ def _perf_cell(row: Optional[PerfRow]) -> str:
         return "<td></td>"
     if row.value is None:
         return _cell(row.status, row.status, f"{row.reason or row.status} — {provenance_line(row.result)}")
-    digits = 1 if row.kind == "llm" else 2
-    text = fmt.number(row.value, digits)
-    if row.speedup is not None and row.workflow != "eager":
-        text += f" ({fmt.ratio(row.speedup)})"
+    text = fmt.perf(row)
     if row.correct is False:
         text += " ✗"
-    return _cell(text, "fail" if row.correct is False else "", provenance_line(row.result))
+    css = "fail" if row.correct is False else "flagged" if row.flags() else ""
+    return _cell(text, css, provenance_line(row.result))
 
 
 def _efficiency_cell(row: Optional[PerfRow]) -> str:
-    return "<td></td>" if row is None or row.value is None else _cell(fmt.percent(row.efficiency))
+    return "<td></td>" if row is None or row.value is None else _cell(fmt.bounds(row) or "—")
 
 
 def _throughput_table(table: ThroughputTable) -> str:
-    efficiency = "of bandwidth bound" if table.kind == "llm" else "of peak"
+    efficiency = "of decode bandwidth bound (spec / measured)" if table.kind == "llm" else "of peak (spec / measured)"
     headers = ["workflow"] + [f"b{b}" for b in table.batches] + [f"b{b} {efficiency}" for b in table.batches]
     rows = [("<tr>" + _cell(line.workflow, "text")
              + "".join(_perf_cell(line.cells.get(b)) for b in table.batches)
              + "".join(_efficiency_cell(line.cells.get(b)) for b in table.batches) + "</tr>") for line in table.lines]
-    return _table(table.title + " (speedup over eager; ✗ = correctness check failed; hover for provenance)",
+    return _table(table.title + " (value [95 % interval], speedup over eager; ≈ = not significant; ⚠ = CV over 5 %, "
+                  "one process, a lost process or throttled; ✗ = correctness check failed; hover for provenance)",
                   headers, rows)
 
 
@@ -141,10 +140,13 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
 
     if report.comparisons:
         compare_tables = "".join(_table(comparison.title, [
-            "model", "workflow", "batch", "fixed", "unit", comparison.first, comparison.second, "ratio"],
+            "model", "workflow", "batch", "fixed", "unit", comparison.first, comparison.second,
+            "ratio [95 % interval]", "flags"],
             [("<tr>" + _cell(r.model, "text") + _cell(r.workflow, "text") + _cell(str(r.batch))
               + _cell(r.fixed, "text") + _cell(r.unit, "text") + _cell(fmt.number(r.first, 2))
-              + _cell(fmt.number(r.second, 2)) + _cell(fmt.ratio(r.ratio)) + "</tr>") for r in comparison.rows])
+              + _cell(fmt.number(r.second, 2)) + _cell(r.label()) + _cell(", ".join(r.flags), "text flagged"
+                                                                         if r.flags else "text")
+              + "</tr>") for r in comparison.rows])
             for comparison in report.comparisons)
         sections.append(_section("Across GPUs and envs", _figures(figures, "compare") + compare_tables))
 
@@ -163,6 +165,14 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
         "scores 1 (worst) to 5 (best), from the data in this report",
         ["workflow", "performance", "productivity", "portability", "input flexibility", "architecture support",
          "failed checks"], p3_rows) + f'<h3>Rubric</h3><ul class="note">{rubric}</ul>'))
+
+    if report.calibrations:
+        sections.append(_section("The GPU's ceilings", _table(
+            "measured once per GPU per sweep (spec from the catalog)",
+            ["gpu", "env", "sweep", "device-to-device copy (read + written)", "matmul"],
+            [("<tr>" + _cell(c.gpu, "text") + _cell(c.env, "text") + _cell(c.sweep, "text")
+              + "".join(_cell(text, "text") for text in fmt.ceiling(c)) + "</tr>")
+             for c in ceiling_rows(report.calibrations)])))
 
     provenance = [("<tr>" + _cell(p.gpu, "text") + _cell(p.env, "text") + _cell(str(p.results))
                    + _cell("; ".join(p.gpu_names), "text") + _cell(", ".join(p.drivers), "text")

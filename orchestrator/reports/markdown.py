@@ -2,7 +2,7 @@
 why the rest did not run, and where the numbers come from."""
 
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import PerfRow, ThroughputTable
+from mlcbench.orchestrator.reports.data import PerfRow, ThroughputTable, ceiling_rows
 from mlcbench.orchestrator.reports.report import Report
 
 
@@ -11,11 +11,9 @@ def _cell(row: PerfRow | None) -> str:
         return ""
     if row.value is None:
         return row.status
-    text = fmt.number(row.value, 1 if row.kind == "llm" else 2)
-    if row.speedup is not None and row.workflow != "eager":
-        text += f" ({fmt.ratio(row.speedup)})"
-    if row.kind == "synthetic" and row.efficiency is not None:
-        text += f", {fmt.percent(row.efficiency)} of peak"
+    text = fmt.perf(row)
+    if fmt.bounds(row):
+        text += f", {fmt.bounds(row)} bound"
     return text + (" ✗" if row.correct is False else "")
 
 
@@ -24,7 +22,7 @@ def _table(table: ThroughputTable) -> str:
     rule = "|---|" + "---:|" * len(table.batches)
     lines = [f"| {line.workflow} | " + " | ".join(_cell(line.cells.get(b)) for b in table.batches) + " |"
              for line in table.lines]
-    return "\n".join([f"**{table.title}** (speedup over eager)", "", header, rule, *lines])
+    return "\n".join([f"**{table.title}** (value [95 % interval], speedup over eager)", "", header, rule, *lines])
 
 
 def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -70,6 +68,14 @@ def markdown(report: Report) -> str:
         tables = [_table(t) for t in report.tables if t.kind == kind]
         if tables:
             parts += [heading, *tables]
+    if report.tables:
+        parts.append("[a–b]: the 95 % interval (Student's t over the worker processes' medians). "
+                      "≈ (not significant): the speedup's interval holds 1.0. not compiled: the workflow compiled no "
+                      "graph, so it ran eager code. ⚠: coefficient of variation over 5 % (within or between "
+                      "processes), a single process, a lost process, or a GPU that throttled. x % / y % of bound: of the "
+                      "catalog's spec, then of what the sweep measured on the GPU (synthetic: peak TFLOPS and a "
+                      "large matmul; LLM: the bytes a decode step reads, weights + KV cache, per time per output "
+                      "token, against the spec bandwidth and a device-to-device copy).")
     if report.failed_checks:
         parts.append("✗: the correctness check against eager failed for that result.")
     if report.costs:
@@ -80,6 +86,10 @@ def markdown(report: Report) -> str:
                   "\n".join(f"- {line.describe()}" for line in report.decode)]
     if any(cell.reasons for matrix in report.support for cell in matrix.cells.values()):
         parts += ["### What did not run, and why", _not_ok(report)]
+    if report.calibrations:
+        parts += ["### The GPU's ceilings, measured once per GPU per sweep", _rows(
+            ("gpu", "env", "sweep", "device-to-device copy (read + written)", "matmul"),
+            [(c.gpu, c.env, c.sweep, *fmt.ceiling(c)) for c in ceiling_rows(report.calibrations)])]
     if report.provenance:
         parts += ["### Provenance", _provenance(report)]
     return "\n\n".join(parts) + "\n"

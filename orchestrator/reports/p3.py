@@ -19,7 +19,8 @@ STOCK_DECODE_LOOP: DecodeLoop = "hf_generate"
 RUBRIC: tuple[tuple[str, str], ...] = (
     ("Performance", "median speedup over eager across every (model, batch, precision, env, GPU) where both ran: "
                     "≥3× → 5, ≥2× → 4, ≥1.2× → 3, ≥0.9× → 2, else 1 (eager itself is 1.0× → 2). "
-                    "Blank when no eager reference ran."),
+                    "A speedup whose 95 % interval holds 1.0 counts as 1.0; a run that compiled nothing counts not "
+                    "at all. Blank when no eager reference ran."),
     ("Productivity", "median compile cost (JIT: preparation + first call; AOT: build) over the runs that succeeded: "
                      "≤10 s → 5, ≤60 s → 4, ≤300 s → 3, ≤1200 s → 2, else 1; minus 1 (not below 1) when the workflow "
                      "needed code changes, i.e. it ran its own decode loop instead of generate() "
@@ -81,7 +82,9 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
     for workflow in sorted(by_workflow, key=workflow_order):
         members = by_workflow[workflow]
         ok = [row for row in members if row.status == "ok"]
-        speedups = [row.speedup for row in ok if row.speedup is not None]
+        # eager is its own reference: 1.0
+        speedups = [row.speedup.claimed if row.speedup else 1.0 for row in ok
+                    if row.speedup is not None or (row.workflow == "eager" and row.value)]
         compile_times = [row.result.metrics.compile_s for row in ok if row.result.metrics.compile_s is not None]
         custom_loop = any(row.result.metrics.applied.decode_loop not in (None, STOCK_DECODE_LOOP) for row in ok)
         median_speedup = median(speedups) if speedups else None

@@ -9,7 +9,7 @@ from mlcbench.orchestrator.reports.data import (CheckRow, Comparison, CostRow, D
                                                 decode_lines, failed_checks, perf_rows, provenance_rows,
                                                 support_matrices, throughput_tables)
 from mlcbench.orchestrator.reports.p3 import P3Row, p3_rows
-from mlcbench.schema import Result
+from mlcbench.schema import Calibration, Result
 
 
 @dataclass(frozen=True)
@@ -27,15 +27,18 @@ class Report:
     provenance: tuple[ProvenanceRow, ...]
     p3: tuple[P3Row, ...]
     comparisons: tuple[Comparison, ...]
+    calibrations: tuple[Calibration, ...] = ()
 
 
 def build_report(results: list[Result], source: str, selection: Selection,
-                 attempts: Optional[list[Result]] = None) -> Report:
-    """A report of each cell's result; `attempts` (every stored run of those cells) adds compile cost cold and warm."""
-    perf = perf_rows(results)
+                 attempts: Optional[list[Result]] = None, calibrations: tuple[Calibration, ...] = ()) -> Report:
+    """A report of each cell's result; `attempts` (every stored run of those cells) adds compile cost cold and warm;
+    `calibrations`, the ceilings the sweeps measured."""
+    perf = perf_rows(results, calibrations)
     return Report(
         source=source, selection=selection, generated_at=datetime.now(timezone.utc), results=len(results),
         perf=tuple(perf), tables=tuple(throughput_tables(perf)), costs=tuple(cost_rows(results, attempts)),
         decode=tuple(decode_lines(results)),
         support=tuple(support_matrices(results)), failed_checks=tuple(failed_checks(results)),
-        provenance=tuple(provenance_rows(results)), p3=tuple(p3_rows(perf)), comparisons=tuple(comparisons_in(perf)))
+        provenance=tuple(provenance_rows(results)), p3=tuple(p3_rows(perf)), comparisons=tuple(comparisons_in(perf)),
+        calibrations=calibrations)

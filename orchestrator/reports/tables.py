@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from mlcbench.schema import Result
+from mlcbench.schema import Result, Timing
 
 
 STATUS_STYLE = {"ok": "green", "unsupported": "dim", "failed": "red", "oom": "magenta", "timeout": "yellow",
@@ -18,6 +18,13 @@ STATUS_STYLE = {"ok": "green", "unsupported": "dim", "failed": "red", "oom": "ma
 
 def _num(value: Optional[float], digits: int = 2) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
+
+
+def _median(latency: Optional[Timing]) -> str:
+    """The median time; flagged (⚠) where the calls or the processes vary by more than 5 %."""
+    if latency is None:
+        return ""
+    return _num(latency.median_ms, 3) + (" [yellow]⚠[/]" if latency.noisy else "")
 
 
 def _throughput(result: Result) -> str:
@@ -60,7 +67,7 @@ def wide_table(results: list[Result], title: str) -> Table:
         table.add_row(
             result.provenance.gpu_tag or "", result.provenance.env or "", job.model, job.workflow, job.precision,
             str(job.batch_size), f"[{style}]{result.status}[/]",
-            _num(metrics.latency.median_ms if metrics.latency else None, 3), _throughput(result),
+            _median(metrics.latency), _throughput(result),
             _num(metrics.compile_s), correct, (result.reason or "")[:80],
         )
     return table

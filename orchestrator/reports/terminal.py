@@ -6,7 +6,7 @@ from rich.text import Text
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.crossgen import GenerationRow
-from mlcbench.orchestrator.reports.data import Comparison, PerfRow, SupportMatrix, ThroughputTable
+from mlcbench.orchestrator.reports.data import Comparison, PerfRow, SupportMatrix, ThroughputTable, ceiling_rows
 from mlcbench.orchestrator.reports.p3 import RUBRIC
 from mlcbench.orchestrator.reports.report import Report
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
@@ -17,17 +17,17 @@ def _perf_cell(row: PerfRow | None) -> Text:
         return Text("")
     if row.value is None:
         return Text(row.status, style=STATUS_STYLE.get(row.status, ""))
-    text = fmt.number(row.value, 1 if row.kind == "llm" else 2)
-    if row.speedup is not None and row.workflow != "eager":
-        text += f" ({fmt.ratio(row.speedup)})"
-    if row.efficiency is not None:
-        text += f" {fmt.percent(row.efficiency)}"
-    return Text(text + (" FAIL" if row.correct is False else ""), style="red" if row.correct is False else "")
+    text = fmt.perf(row)
+    if fmt.bounds(row):
+        text += f" {fmt.bounds(row)}"
+    style = "red" if row.correct is False else "yellow" if row.flags() else ""
+    return Text(text + (" FAIL" if row.correct is False else ""), style=style)
 
 
 def throughput_table(table: ThroughputTable) -> Table:
-    efficiency = "bandwidth bound" if table.kind == "llm" else "peak"
-    rich_table = Table(title=f"{table.title} (speedup over eager, % of {efficiency})")
+    efficiency = "decode bandwidth bound" if table.kind == "llm" else "peak"
+    rich_table = Table(title=f"{table.title} (value [95 % interval], speedup over eager, % of {efficiency}: "
+                             f"spec / measured; ⚠ flags a figure not to trust)")
     rich_table.add_column("workflow")
     for batch in table.batches:
         rich_table.add_column(f"b{batch}", justify="right")
@@ -54,13 +54,14 @@ def comparison_table(comparison: Comparison) -> Table:
     table = Table(title=comparison.title)
     for name, justify in [("model", "left"), ("workflow", "left"), ("batch", "right"),
                           ("env" if comparison.axis == "gpu" else "gpu", "left"), ("unit", "left"),
-                          (comparison.first, "right"), (comparison.second, "right"), ("ratio", "right")]:
+                          (comparison.first, "right"), (comparison.second, "right"),
+                          ("ratio [95 % interval]", "right"), ("flags", "left")]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in comparison.rows:
         table.add_row(row.model, row.workflow, str(row.batch), row.fixed, row.unit,
                       fmt.number(row.first, 2) if row.first is not None else row.first_status or "not run",
                       fmt.number(row.second, 2) if row.second is not None else row.second_status or "not run",
-                      fmt.ratio(row.ratio))
+                      row.label(), Text(", ".join(row.flags), style="yellow"))
     return table
 
 
@@ -118,6 +119,14 @@ def report_renderables(report: Report) -> list[RenderableType]:
                    f"{p.architecture} ({', '.join(p.gpus_ran) or 'none'})", f"{p.checks_failed}/{p.checks}")
     parts.append(p3)
     parts.append(Group(*(Text(f"  {name}: {text}", style="dim") for name, text in RUBRIC)))
+
+    if report.calibrations:
+        ceilings = Table(title="the GPU's ceilings, measured once per GPU per sweep (spec from the catalog)")
+        for name in ("gpu", "env", "sweep", "device-to-device copy (read + written)", "matmul"):
+            ceilings.add_column(name, overflow="fold")
+        for c in ceiling_rows(report.calibrations):
+            ceilings.add_row(c.gpu, c.env, c.sweep, *fmt.ceiling(c))
+        parts.append(ceilings)
 
     provenance = Table(title="provenance")
     for name in ("gpu", "env", "results", "GPU", "driver", "image", "torch", "transformers", "git rev", "runs (UTC)"):

@@ -28,6 +28,12 @@ class WorkerFiles:
     """A worker's exchange folder, as the host sees it."""
 
     folder: Path
+    # measure the device's ceilings before the first job (protocol.CALIBRATION_FILE)
+    calibrate: bool = False
+
+    @property
+    def calibration(self) -> Path:
+        return self.folder / protocol.CALIBRATION_FILE
 
     @property
     def jobs(self) -> Path:

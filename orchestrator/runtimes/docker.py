@@ -54,7 +54,7 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
     }
     options: dict[str, Any] = {
         "image": image,
-        "command": worker_command("python", CONTAINER_WORK, CONTAINER_CACHE),
+        "command": worker_command("python", CONTAINER_WORK, CONTAINER_CACHE, files.calibrate),
         "detach": True,
         # a small init as PID 1: the worker may then kill itself or crash like any process, and compilers' children
         # are reaped (the kernel ignores signals that a namespace's PID 1 sends itself without a handler)

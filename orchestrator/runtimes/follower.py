@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from pydantic import ValidationError
 
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, StopRequest, WorkerFiles, WorkerHandle
-from mlcbench.schema import JobSpec, Result
+from mlcbench.schema import Calibration, JobSpec, Result
 
 
 class _LineReader:
@@ -34,18 +34,20 @@ class _LineReader:
 
 def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Callable[[Result], None],
              poll_s: Optional[float] = None, stop: Optional[StopRequest] = None,
-             on_start: Callable[[JobSpec], None] = lambda job: None) -> None:
+             on_start: Callable[[JobSpec], None] = lambda job: None,
+             on_calibration: Optional[Callable[[Calibration], None]] = None) -> None:
     """Run every job; exactly one Result per job reaches on_result, in job order; on_start hears of each job as its
     worker starts it. Once a stop is requested, the jobs not yet started get none (and, for a stop `now`, neither does
-    the job in flight)."""
+    the job in flight). With on_calibration, the first worker measures the device's ceilings before its first job,
+    and they reach on_calibration."""
     stop = stop or StopRequest()
     pending = list(jobs)
     workdir = workdir.resolve()
     attempt = 0
     while pending and not stop.requested:
-        files = WorkerFiles(workdir / f"worker-{attempt:03d}")
+        files = WorkerFiles(workdir / f"worker-{attempt:03d}", calibrate=attempt == 0 and on_calibration is not None)
         files.folder.mkdir(parents=True, exist_ok=True)
-        for stale in (files.results, files.progress):  # a folder reused by an earlier sweep: its answers are not ours
+        for stale in (files.results, files.progress, files.calibration):  # a folder reused by an earlier sweep: its answers are not ours
             stale.unlink(missing_ok=True)
         files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in pending), encoding="utf-8")
         handle = runtime.start_worker(files)
@@ -54,6 +56,11 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
         finally:
             if handle.poll() is None:
                 handle.kill()
+        if files.calibrate and on_calibration is not None and (lines := _LineReader(files.calibration).new_lines()):
+            try:
+                on_calibration(Calibration.model_validate_json(lines[-1]))
+            except ValidationError:  # a worker of another version: its figures are not ours to read
+                pass
         pending = pending[done:]
         attempt += 1
 

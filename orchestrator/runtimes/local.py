@@ -43,7 +43,7 @@ class LocalRuntime(Runtime):
 
     def start_worker(self, files: WorkerFiles) -> LocalWorker:
         environment = {**os.environ, **self.env.run.env, **self.extra_env, "PYTHONUNBUFFERED": "1"}
-        command = worker_command(sys.executable, str(files.folder), str(self.cache_dir.resolve()))
+        command = worker_command(sys.executable, str(files.folder), str(self.cache_dir.resolve()), files.calibrate)
         with open(files.log, "ab") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment,
                                        cwd=files.folder, start_new_session=True)

@@ -12,9 +12,17 @@ from mlcbench.schema import EnvSpec, JobSpec, Provenance, Result
 KILLED = -9
 
 
+Answer = Callable[[JobSpec], Optional[Result]]
+
+
+def answer_ok(job: JobSpec) -> Result:
+    return Result(job_id=job.job_id, job=job, status="ok")
+
+
 class SimulatedWorker:
-    def __init__(self, files: WorkerFiles, seconds: Callable[[JobSpec], float], startup_s: float):
-        self._files, self._seconds, self._startup_s = files, seconds, startup_s
+    def __init__(self, files: WorkerFiles, seconds: Callable[[JobSpec], float], startup_s: float, answer: Answer):
+        """answer: the Result the worker writes for a job; None makes the worker die instead."""
+        self._files, self._seconds, self._startup_s, self._answer = files, seconds, startup_s, answer
         self._killed = threading.Event()
         self._exit_code: Optional[int] = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -30,8 +38,11 @@ class SimulatedWorker:
             if self._killed.wait(self._seconds(job)):
                 return
             provenance = Provenance(started_at=started, ended_at=datetime.now(timezone.utc))
-            _append(self._files.results,
-                    Result(job_id=job.job_id, job=job, status="ok", provenance=provenance).model_dump_json())
+            result = self._answer(job)
+            if result is None:
+                self._exit_code = KILLED
+                return
+            _append(self._files.results, result.model_copy(update={"provenance": provenance}).model_dump_json())
         self._exit_code = 0
 
     def poll(self) -> Optional[int]:
@@ -50,15 +61,16 @@ class SimulatedWorker:
 
 class SimulatedRuntime(Runtime):
     def __init__(self, env: EnvSpec, seconds: Callable[[JobSpec], float], startup_s: float = 0.0,
-                 isolate_groups: bool = False, poll_s: float = Runtime.poll_s):
+                 isolate_groups: bool = False, poll_s: float = Runtime.poll_s, answer: Answer = answer_ok):
         """poll_s: scale it with the job times when they stand for longer real ones."""
         super().__init__(env)
         self.seconds, self.startup_s, self.isolate_groups, self.poll_s = seconds, startup_s, isolate_groups, poll_s
+        self.answer = answer
         self.workers_started = 0
 
     def start_worker(self, files: WorkerFiles) -> SimulatedWorker:
         self.workers_started += 1
-        return SimulatedWorker(files, self.seconds, self.startup_s)
+        return SimulatedWorker(files, self.seconds, self.startup_s, self.answer)
 
 
 def _append(path: Path, line: str) -> None:

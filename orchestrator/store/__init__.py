@@ -13,7 +13,7 @@ def record(store: Store, result: Result, env: str, gpu_tag: str, image_digest: O
            sweep_id: Optional[str], config_key: Optional[str] = None) -> Result:
     """Stamp a worker's (or the planner's) result with its provenance, mask secrets, store it; returns what was
     stored."""
-    stored = redact(provenance.finish(result, env, gpu_tag, image_digest, config_key))
+    stored = redact(provenance.finish(result, env, gpu_tag, image_digest, config_key, sweep_id))
     store.put(stored, sweep_id=sweep_id)
     return stored
 

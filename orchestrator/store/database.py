@@ -25,7 +25,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
-from mlcbench.schema import FINAL_STATUSES, Result
+from mlcbench.schema import FINAL_STATUSES, Calibration, Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -35,6 +35,20 @@ MIGRATION_LOCK_KEY = 0x6D6C6362
 
 class Base(DeclarativeBase):
     pass
+
+
+class CalibrationRow(Base):
+    """The ceilings a sweep measured on one GPU (schema Calibration)."""
+
+    __tablename__ = "calibrations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_id: Mapped[Optional[str]] = mapped_column(String(128), index=True)
+    env: Mapped[Optional[str]] = mapped_column(String(64))
+    gpu_tag: Mapped[Optional[str]] = mapped_column(String(64), index=True)
+    gpu_uuid: Mapped[Optional[str]] = mapped_column(String(64))
+    measured_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
+    calibration_json: Mapped[str] = mapped_column(Text)
 
 
 class ResultRow(Base):
@@ -116,6 +130,28 @@ class Store:
             raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error)}; what "
                                      f"was stored before is kept, run the same command again once it is mended") \
                 from None
+
+    def put_calibration(self, calibration: Calibration) -> None:
+        with Session(self.engine) as session, session.begin():
+            session.add(CalibrationRow(
+                sweep_id=calibration.sweep_id, env=calibration.env, gpu_tag=calibration.gpu_tag,
+                gpu_uuid=calibration.gpu.uuid if calibration.gpu else None, measured_at=calibration.measured_at,
+                calibration_json=calibration.model_dump_json()))
+
+    def calibrations(self, gpu_tags: Filter = None) -> list[Calibration]:
+        """The measured ceilings of every sweep (on these GPU tags), oldest first; one that does not read (a newer
+        mlcbench's) is left out: a report then reads its figures against the spec alone."""
+        query = select(CalibrationRow).order_by(CalibrationRow.id)
+        if gpu_tags is not None:
+            query = query.where(CalibrationRow.gpu_tag.in_([gpu_tags] if isinstance(gpu_tags, str) else list(gpu_tags)))
+        found = []
+        with Session(self.engine) as session:
+            for row in session.scalars(query):
+                try:
+                    found.append(Calibration.model_validate_json(row.calibration_json))
+                except ValueError:
+                    continue
+        return found
 
     def cells(self, status: Filter = None, **filters: Filter) -> list[Result]:
         """The result of each cell whose attempts match the column filters: its latest `ok` attempt, else its latest

@@ -22,11 +22,12 @@ def git_revision() -> Optional[str]:
     return f"{rev}-dirty" if dirty else rev
 
 
-def finish(result: Result, env: str, gpu_tag: str, image_digest: Optional[str], config_key: Optional[str]) -> Result:
+def finish(result: Result, env: str, gpu_tag: str, image_digest: Optional[str], config_key: Optional[str],
+           sweep_id: Optional[str] = None) -> Result:
     """Tag a worker's result and add the figures that need the GPU catalog."""
     provenance = result.provenance.model_copy(update={
         "env": env, "gpu_tag": gpu_tag, "image_digest": image_digest, "git_rev": git_revision(),
-        "config_key": config_key})
+        "config_key": config_key, "sweep_id": sweep_id})
     return result.model_copy(update={"provenance": provenance, "metrics": _derived(result, gpu_tag)})
 
 

@@ -11,9 +11,10 @@ from mlcbench.orchestrator.gpu import Target, resolve_target, select_gpus
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import GpuInfo, Provenance, Result, Suite, SuiteEntry
+from mlcbench.schema import GpuInfo, Provenance, Repetition, Result, Suite, SuiteEntry
 
 JOB_S = 0.1
+ONE_PROCESS = Repetition(processes=1, max_processes=1)
 
 
 def fake_gpus(count: int, name: str = "NVIDIA H100 80GB HBM3") -> tuple[GpuInfo, ...]:
@@ -24,7 +25,8 @@ def fake_gpus(count: int, name: str = "NVIDIA H100 80GB HBM3") -> tuple[GpuInfo,
 def grid_suite(models: int = 4, batches: int = 4) -> Suite:
     names = ["matmul-small", "matmul-relu-small", "ffn-small", "ffn-multilayer-small"][:models]
     return Suite(name="grid", description="test grid", entries=[
-        SuiteEntry(models=names, workflows=["eager"], batch_sizes=[1, 2, 4, 8, 16, 32][:batches], warmup=0, repeats=1)])
+        SuiteEntry(models=names, workflows=["eager"], batch_sizes=[1, 2, 4, 8, 16, 32][:batches], warmup=0, repeats=1,
+                   repetition=ONE_PROCESS)])
 
 
 def options(tmp_path, gpus: int, suite: Suite) -> sweeping.SweepOptions:
@@ -148,7 +150,7 @@ def test_gpus_option_selects_indices_all_or_the_first_gpu_by_default():
 def test_workflows_that_take_over_their_process_never_share_a_worker_with_other_workflows(tmp_path):
     suite = Suite(name="mixed", description="test grid", entries=[
         SuiteEntry(models=["matmul-small", "ffn-small"], workflows=["eager", "torchax", "torch_compile"],
-                   batch_sizes=[1, 2], warmup=0, repeats=1)])
+                   batch_sizes=[1, 2], warmup=0, repeats=1, repetition=ONE_PROCESS)])
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     sweeping.run(options(tmp_path, 1, suite), store, runtime_factory=simulated())
 

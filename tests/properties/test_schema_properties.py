@@ -38,7 +38,10 @@ CHANGES = {
     "seed": lambda job: job.seed + 1 if job.seed < 2**63 - 1 else 0,
     "options": lambda job: job.options.model_copy(update={"io_binding": not job.options.io_binding}),
     "model_path": lambda job: (job.model_path or "") + "/x",
+    "repetition": lambda job: job.repetition.model_copy(update={"max_processes": job.repetition.max_processes + 1}),
 }
+# what names a cell in a table (its row and column); every other field is a setting of the cell
+CELL_COORDINATES = {"model", "workflow", "precision", "batch_size"}
 OUT_OF_RANGE = {"batch_size": [0, 4097, -1], "input_len": [0, 8193], "output_len": [0], "warmup": [-1, 1001],
                 "repeats": [0, 10001], "timeout_s": [0, -1.0, 86401], "precision": ["fp8"], "device": ["tpu"],
                 "model": ["no-such-model"], "workflow": ["torch_compiled", ""], "schema_version": [2]}
@@ -62,6 +65,14 @@ def test_job_id_changes_with_any_field_but_the_timeout(job, field, timeout_s):
     changed = JobSpec.model_validate_json(changed.model_dump_json())  # validated, as a worker would see it
     assert changed.job_id != job.job_id
     assert job.model_copy(update={"timeout_s": timeout_s}).job_id == job.job_id
+
+
+@PROPERTY_SETTINGS
+@given(jobs, st.sampled_from(sorted(CHANGES)), st.floats(0.001, 86400))
+def test_runs_with_different_settings_never_share_a_cell(job, field, timeout_s):
+    changed = JobSpec.model_validate_json(job.model_copy(update={field: CHANGES[field](job)}).model_dump_json())
+    assert (changed.cell_settings == job.cell_settings) == (field in CELL_COORDINATES)
+    assert job.model_copy(update={"timeout_s": timeout_s}).cell_settings == job.cell_settings
 
 
 @PROPERTY_SETTINGS

@@ -7,7 +7,8 @@ from typing import Optional
 import pytest
 
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import Applied, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, Timing
+from mlcbench.orchestrator import stats
+from mlcbench.schema import Applied, Correctness, GpuInfo, JobSpec, Metrics, ProcessTiming, Provenance, Result, Timing
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 GPU_INFO = {"h100": GpuInfo(name="NVIDIA H100 80GB HBM3", driver="580.1"),
@@ -31,6 +32,16 @@ FFN_TFLOPS = {("eager", 1): 100.0, ("eager", 64): 400.0, ("torch_compile", 1): 1
 FAILED_CHECK = ("h100", "local", "torch_compile_static", 4)
 
 
+def latency(processes: list[list[float]]) -> Timing:
+    """A cell's timing over worker processes (each a list of per-call ms), combined as the sweep combines them."""
+    return stats.combine([ProcessTiming(samples_ms=calls) for calls in processes], "cuda_events", 0.02)
+
+
+def _steady(median_ms: float) -> Timing:
+    """Three processes whose medians agree within 0.4 %: every speedup between two of these is significant."""
+    return latency([[median_ms * level * f for f in (0.995, 1.0, 1.005)] for level in (0.998, 1.0, 1.002)])
+
+
 def make_result(model: str, workflow: str, batch: int, gpu: str, env: str, status: str = "ok",
                 reason: Optional[str] = None, tokens_per_s: Optional[float] = None, tflops: Optional[float] = None,
                 passed: Optional[bool] = None, compile_s: Optional[float] = None, decode_loop: Optional[str] = None,
@@ -39,8 +50,9 @@ def make_result(model: str, workflow: str, batch: int, gpu: str, env: str, statu
                   precision=precision or ("fp16" if model.startswith("llama2") else "bf16"))
     ran = status == "ok"
     metrics = Metrics(
-        latency=Timing(median_ms=10.0, p10_ms=9.0, p90_ms=11.0, mean_ms=10.0, cv=0.01, repeats=10,
-                       method="cuda_events") if ran else None,
+        # the time a figure comes from: tokens/s = batch x 32 / time; TFLOPS proportional to 1 / time
+        latency=_steady(batch * 32 / tokens_per_s * 1e3 if tokens_per_s else 1e3 / tflops if tflops else 10.0)
+        if ran else None,
         compile_s=compile_s if ran else None, load_s=1.5 if ran else None,
         torch_peak_mem_bytes=2_000_000_000 * batch if ran else None, tokens_per_s=tokens_per_s, tflops=tflops,
         bandwidth_fraction=0.2 if tokens_per_s else None,

@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
-from mlcbench.schema import Timing
+from mlcbench.schema import ProcessTiming, Timing
 
 
 def summarize(samples_ms: list[float], method: str) -> Timing:
@@ -21,6 +21,7 @@ def summarize(samples_ms: list[float], method: str) -> Timing:
         cv=stdev / mean if mean > 0 else 0.0,
         repeats=len(ordered),
         method=method,
+        processes=[ProcessTiming(samples_ms=samples_ms)],
     )
 
 

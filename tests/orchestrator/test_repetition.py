@@ -1,0 +1,98 @@
+"""A cell is measured in several worker processes, in rounds that interleave every cell in a shuffled order; the host
+combines them into one stored Result. Through the real sweep code with simulated workers."""
+
+from collections import Counter
+from typing import Optional
+
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import JobSpec, Metrics, ProcessTiming, Repetition, Result, Suite, SuiteEntry, Timing
+
+
+def _suite(repetition: Repetition) -> Suite:
+    return Suite(name="grid", description="test grid", entries=[SuiteEntry(
+        models=["matmul-small", "ffn-small"], workflows=["eager", "torch_compile"], batch_sizes=[1, 2], warmup=0,
+        repeats=3, repetition=repetition)])
+
+
+def _timed(job: JobSpec, samples: list[float]) -> Result:
+    timing = Timing(median_ms=sorted(samples)[len(samples) // 2], p10_ms=min(samples), p90_ms=max(samples),
+                    mean_ms=sum(samples) / len(samples), cv=0.0, repeats=len(samples), method="perf_counter",
+                    processes=[ProcessTiming(samples_ms=samples)])
+    return Result(job_id=job.job_id, job=job, status="ok",
+                  metrics=Metrics(latency=timing, tflops=1.0 / timing.median_ms))
+
+
+def _sweep(tmp_path, repetition: Repetition, answer) -> tuple[Store, sweeping.SweepReport]:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    options = sweeping.SweepOptions(suite=_suite(repetition), env_names=["local"], workdir=tmp_path / "work",
+                                    target=Target(tag="cpu", device="cpu", gpus=()), order_seed=5)
+    runtime = lambda env, _options, _gpu: SimulatedRuntime(env, seconds=lambda job: 0.0, answer=answer)  # noqa: E731
+    return store, sweeping.run(options, store, runtime_factory=runtime)
+
+
+def _jobs_per_round(tmp_path) -> dict[str, list[list[str]]]:
+    rounds: dict[str, list[list[str]]] = {}
+    for path in sorted((tmp_path / "work").rglob("jobs.jsonl")):
+        round_name = next(part for part in path.parts if part.startswith("round-"))
+        rounds.setdefault(round_name, []).append(
+            [JobSpec.model_validate_json(line).job_id for line in path.read_text().splitlines()])
+    return rounds
+
+
+def test_every_cell_runs_once_per_round_in_a_fresh_worker_in_a_recorded_shuffled_order(tmp_path):
+    calls = Counter()
+
+    def answer(job: JobSpec) -> Result:
+        calls[job.job_id] += 1
+        return _timed(job, [1.0 + calls[job.job_id] / 100] * 3)
+
+    store, report = _sweep(tmp_path, Repetition(processes=3, max_processes=3), answer)
+    rounds = _jobs_per_round(tmp_path)
+    assert sorted(rounds) == ["round-00", "round-01", "round-02"]
+    orders = [[job for unit in units for job in unit] for units in rounds.values()]
+    assert all(sorted(order) == sorted(orders[0]) for order in orders) and len(orders[0]) == 8
+    assert len({tuple(order) for order in orders}) > 1  # shuffled per round
+    rows = store.rows()
+    assert len(rows) == 8 and len(report.stored) == 8
+    for row in rows:
+        timing = row.result().metrics.latency
+        assert [p.round for p in timing.processes] == [0, 1, 2]
+        assert [p.position for p in timing.processes] == [order.index(row.job_id) for order in orders]
+        assert timing.repeats == 9 and timing.ci_low_ms < timing.median_ms < timing.ci_high_ms
+        assert row.result().provenance.order_seed == 5
+
+
+def test_a_cell_whose_processes_disagree_gets_more_processes_up_to_the_cap(tmp_path):
+    calls = Counter()
+
+    def answer(job: JobSpec) -> Result:
+        calls[job.job_id] += 1
+        level = 1.0 if job.workflow == "eager" else [1.0, 2.0][calls[job.job_id] % 2]
+        return _timed(job, [level] * 3)
+
+    store, _ = _sweep(tmp_path, Repetition(processes=3, max_processes=5), answer)
+    processes = {row.workflow: len(row.result().metrics.latency.processes) for row in store.rows()}
+    assert processes == {"eager": 3, "torch_compile": 5}
+    converged = {row.workflow: row.result().metrics.latency.converged for row in store.rows()}
+    assert converged == {"eager": True, "torch_compile": False}
+
+
+def test_a_process_that_crashes_after_others_ran_keeps_their_data_and_says_so(tmp_path):
+    calls = Counter()
+
+    def answer(job: JobSpec) -> Optional[Result]:
+        calls[job.job_id] += 1
+        if job.workflow == "torch_compile" and job.batch_size == 2 and calls[job.job_id] == 2:
+            return None  # the worker dies on this cell's second process
+        return _timed(job, [1.0, 1.1, 0.9])
+
+    store, _ = _sweep(tmp_path, Repetition(processes=3, max_processes=3), answer)
+    rows = {(row.model, row.workflow, row.batch_size): row for row in store.rows()}
+    assert len(rows) == 8
+    crashed = rows[("matmul-small", "torch_compile", 2)].result()
+    assert crashed.status == "ok" and len(crashed.metrics.latency.processes) == 1
+    assert crashed.metrics.latency.lost_processes == 1 and "ended crashed" in crashed.reason
+    assert len(rows[("matmul-small", "eager", 2)].result().metrics.latency.processes) == 3

@@ -1,0 +1,38 @@
+"""The GPU's clocks, power limit, temperature and throttle reasons from NVML, read at the start and end of each job
+(nvidia-ml-py, imported here only: absent or unusable NVML gives no reading)."""
+
+from typing import Literal, Optional
+
+from mlcbench.schema import Clocks
+
+# schema name -> pynvml constant (the ClocksThrottleReason names exist in old and new nvidia-ml-py alike)
+_REASONS = {
+    "gpu_idle": "nvmlClocksThrottleReasonGpuIdle",
+    "applications_clocks": "nvmlClocksThrottleReasonApplicationsClocksSetting",
+    "sw_power_cap": "nvmlClocksThrottleReasonSwPowerCap",
+    "hw_slowdown": "nvmlClocksThrottleReasonHwSlowdown",
+    "sync_boost": "nvmlClocksThrottleReasonSyncBoost",
+    "sw_thermal": "nvmlClocksThrottleReasonSwThermalSlowdown",
+    "hw_thermal": "nvmlClocksThrottleReasonHwThermalSlowdown",
+    "hw_power_brake": "nvmlClocksThrottleReasonHwPowerBrakeSlowdown",
+    "display_clocks": "nvmlClocksThrottleReasonDisplayClockSetting",
+}
+
+
+def read_clocks(device_uuid: str, at: Literal["start", "end"]) -> Optional[Clocks]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(device_uuid)
+        mask = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+        return Clocks(
+            at=at,
+            sm_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            mem_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            power_limit_w=pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
+            temperature_c=pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            reasons=[name for name, constant in _REASONS.items() if mask & getattr(pynvml, constant, 0)],
+        )
+    except Exception:  # no NVML (CPU, a container without the driver's library): no reading
+        return None
