@@ -81,7 +81,15 @@ class JobSpec(StrictModel):
         """What makes two runs of a workflow comparable: a hash of everything but the model, workflow, precision and
         batch size (lengths, warm-up, repeats, repetition, device, seed, options, checkpoint). Runs whose settings
         differ are different cells, never compared."""
-        canonical = self.model_dump_json(exclude={"timeout_s", "model", "workflow", "precision", "batch_size"})
+        return self._settings_hash({"model", "workflow", "precision", "batch_size"})
+
+    @property
+    def baseline_settings(self) -> str:
+        """cell_settings without the workflow options: the eager run a speedup may use (eager has no options)."""
+        return self._settings_hash({"model", "workflow", "precision", "batch_size", "options"})
+
+    def _settings_hash(self, coordinates: set[str]) -> str:
+        canonical = self.model_dump_json(exclude={"timeout_s", *coordinates})
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
     def label(self) -> str:

@@ -34,7 +34,10 @@ def _cell(row: CompareRow) -> Optional[tuple[float, float, float]]:
     """The cell's ratio with its 95 % interval (the ratio itself at both ends where the cell has no interval)."""
     if row.ratio is None:
         return None
-    return row.ratio, row.ratio, row.ratio
+    change = row.change
+    if change is None or change.low is None or change.high is None:
+        return row.ratio, row.ratio, row.ratio
+    return change.value, change.low, change.high
 
 
 def verdict(low: float, high: float, expected: Prediction) -> str:

@@ -215,10 +215,10 @@ def _efficiency(result: Result) -> Optional[float]:
     return metrics.tflops / peak if metrics.tflops is not None and peak else None
 
 
-def _cell_key(result: Result) -> tuple[str, str, str, str, int, str]:
-    """Everything but the workflow: the results a speedup may compare."""
+def _baseline_key(result: Result) -> tuple[str, str, str, str, int, str]:
+    """Everything but the workflow and its options: the results a speedup may compare."""
     job = result.job
-    return (gpu_of(result), env_of(result), job.model, job.precision, job.batch_size, job.cell_settings)
+    return (gpu_of(result), env_of(result), job.model, job.precision, job.batch_size, job.baseline_settings)
 
 
 def _speedup(result: Result, baselines: list[Result]) -> Optional[Speedup]:
@@ -262,14 +262,14 @@ def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = (
     eager: dict[tuple, list[Result]] = defaultdict(list)
     for result in results:
         if result.job.workflow == "eager" and _value(result) and result.metrics.latency is not None:
-            eager[_cell_key(result)].append(result)
+            eager[_baseline_key(result)].append(result)
     rows = []
     for result in results:
         job = result.job
         rows.append(PerfRow(
             gpu=gpu_of(result), env=env_of(result), model=job.model, workflow=job.workflow, precision=job.precision,
             batch=job.batch_size, kind=kind_of(job.model), status=result.status, reason=result.reason,
-            value=_value(result), speedup=_speedup(result, eager.get(_cell_key(result), [])),
+            value=_value(result), speedup=_speedup(result, eager.get(_baseline_key(result), [])),
             efficiency=_efficiency(result), accumulation=result.metrics.accumulation,
             correct=result.correctness.passed if result.correctness else None, result=result,
             measured_efficiency=_measured_efficiency(result, calibrations)))

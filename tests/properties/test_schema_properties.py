@@ -72,6 +72,7 @@ def test_job_id_changes_with_any_field_but_the_timeout(job, field, timeout_s):
 def test_runs_with_different_settings_never_share_a_cell(job, field, timeout_s):
     changed = JobSpec.model_validate_json(job.model_copy(update={field: CHANGES[field](job)}).model_dump_json())
     assert (changed.cell_settings == job.cell_settings) == (field in CELL_COORDINATES)
+    assert (changed.baseline_settings == job.baseline_settings) == (field in CELL_COORDINATES | {"options"})
     assert job.model_copy(update={"timeout_s": timeout_s}).cell_settings == job.cell_settings
 
 

@@ -83,6 +83,13 @@ def test_runs_with_different_settings_never_share_a_cell_or_a_speedup():
     assert len(tables) == 2 and len({table.settings for table in tables}) == 2
     assert [r for r in rows if r.result is other][0].speedup is None  # no eager run with its settings
     assert [r for r in rows if r.result is compiled][0].speedup.value == pytest.approx(1.5)
+    # a workflow's own options (eager has none) keep it in its own table, against the same eager run
+    optioned_job = compiled.job.model_copy(update={"options": compiled.job.options.model_copy(
+        update={"io_binding": False})})
+    optioned = _with(compiled, job=optioned_job, job_id=optioned_job.job_id)
+    rows = perf_rows([eager, compiled, optioned])
+    assert len(throughput_tables(rows)) == 2
+    assert [r for r in rows if r.result is optioned][0].speedup.value == pytest.approx(1.5)
 
 
 def test_the_baseline_comes_from_the_same_sweep_else_the_sweep_is_named():
