@@ -140,13 +140,18 @@ class Store:
 
     def calibrations(self, gpu_tags: Filter = None) -> list[Calibration]:
         """The measured ceilings of every sweep (on these GPU tags), oldest first; one that does not read (a newer
-        mlcbench's) is left out: a report then reads its figures against the spec alone."""
+        mlcbench's), or a read-only store made before they were kept, gives none: a report then reads its figures
+        against the spec alone."""
         query = select(CalibrationRow).order_by(CalibrationRow.id)
         if gpu_tags is not None:
             query = query.where(CalibrationRow.gpu_tag.in_([gpu_tags] if isinstance(gpu_tags, str) else list(gpu_tags)))
         found = []
         with Session(self.engine) as session:
-            for row in session.scalars(query):
+            try:
+                rows = list(session.scalars(query))
+            except DBAPIError:  # no such table: a read-only store that could not be migrated
+                return []
+            for row in rows:
                 try:
                     found.append(Calibration.model_validate_json(row.calibration_json))
                 except ValueError:

@@ -102,3 +102,14 @@ def test_exit_descriptions():
     assert describe_exit(3) == "exit code 3"
     assert "SIGSEGV" in describe_exit(-11)
     assert "SIGKILL" in describe_exit(137) and "OOM" in describe_exit(137)
+
+
+def test_the_first_worker_measures_the_devices_ceilings_before_its_jobs(tmp_path):
+    runtime = LocalRuntime(LOCAL, cache_dir=tmp_path / "cache")
+    results, ceilings = [], []
+    run_jobs(runtime, [job("eager")], tmp_path / "work", results.append, on_calibration=ceilings.append)
+    [ceiling] = ceilings
+    assert [r.status for r in results] == ["ok"] and ceiling.error is None and ceiling.device == "cpu"
+    assert ceiling.copy_gbs > 0 and set(ceiling.gemm_tflops) == {"fp32"} and ceiling.gemm_tflops["fp32"] > 0
+    timing = results[0].metrics.latency
+    assert timing.method == "perf_counter" and len(timing.processes[0].samples_ms) == 2
