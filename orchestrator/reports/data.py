@@ -96,15 +96,9 @@ def settings_label(job: JobSpec) -> str:
     return f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), cell {job.cell_settings}"
 
 
-def compiled_graphs(result: Result) -> Optional[int]:
-    """Graphs torch.compile built for the workflow, where the workflow counts them."""
-    value = result.metrics.settings.get("compiled_graphs")
-    return value if isinstance(value, int) else None
-
-
 def not_compiled(result: Result) -> bool:
     """A compiling workflow that compiled nothing runs eager code: it gets no speedup claim."""
-    return result.job.workflow != "eager" and compiled_graphs(result) == 0
+    return result.job.workflow != "eager" and result.metrics.applied.compiled_graphs == 0
 
 
 @dataclass(frozen=True)

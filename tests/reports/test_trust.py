@@ -65,11 +65,13 @@ def test_a_real_speedup_shows_its_interval():
 def test_a_workflow_that_compiled_nothing_gets_no_speedup():
     eager = make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=50.0)
     compiled = make_result("tinyllama-1.1b", "torch_compile", 1, "h100", "local", tokens_per_s=80.0)
-    nothing = _with(compiled, metrics=compiled.metrics.model_copy(update={"settings": {"compiled_graphs": 0}}))
+    nothing = _with(compiled, metrics=compiled.metrics.model_copy(update={
+        "applied": compiled.metrics.applied.model_copy(update={"compiled_graphs": 0})}))
     row = _row(perf_rows([eager, nothing]), "torch_compile")
     assert row.not_compiled and row.speedup is None
     assert "80.0 [" in markdown(build_report([eager, nothing], "test", Selection())).split("not compiled")[0][-40:]
-    some = _with(compiled, metrics=compiled.metrics.model_copy(update={"settings": {"compiled_graphs": 3}}))
+    some = _with(compiled, metrics=compiled.metrics.model_copy(update={
+        "applied": compiled.metrics.applied.model_copy(update={"compiled_graphs": 3})}))
     assert _row(perf_rows([eager, some]), "torch_compile").speedup.value == pytest.approx(80 / 50)
 
 
