@@ -123,7 +123,7 @@ def test_figures_are_read_against_the_spec_and_the_ceiling_measured_in_the_sweep
     assert synthetic.efficiency == pytest.approx(400 / 989) and synthetic.measured_efficiency == pytest.approx(0.5)
     decode = _row([r for r in rows if r.kind == "llm"], "eager")
     assert decode.measured_efficiency == pytest.approx(decode.efficiency * 3350 / 3000)
-    text = markdown(build_report([result, llm], "test", Selection(), (ceiling,)))
+    text = markdown(build_report([result, llm], "test", Selection(), calibrations=(ceiling,)))
     assert "3,000 GB/s (spec 3,350)" in text and "bf16 800.0 TFLOPS (spec 989.0)" in text
 
 
