@@ -16,11 +16,11 @@ class Unfit(ValueError):
     """The checkpoint uses a Llama variant this module does not implement; the message says which."""
 
 
-def check_fits(config) -> None:
-    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+def check_fits(hf_model) -> None:
+    if hf_model.config.hidden_act != "silu":
+        raise Unfit(f"activation {hf_model.config.hidden_act!r} is not implemented (silu only)")
+    if any(module.bias is not None for module in hf_model.model.modules() if isinstance(module, nn.Linear)):
         raise Unfit("projections with bias are not implemented")
-    if config.hidden_act != "silu":
-        raise Unfit(f"activation {config.hidden_act!r} is not implemented (silu only)")
 
 
 def _fuse(linears: list[nn.Linear]) -> nn.Parameter:
@@ -109,7 +109,7 @@ class StaticLlama(nn.Module):
     def __init__(self, hf_model):
         super().__init__()
         config = hf_model.config
-        check_fits(config)
+        check_fits(hf_model)
         self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
         self.embed = _shared(hf_model.model.embed_tokens.weight)
         self.layers = nn.ModuleList(Block(layer, config) for layer in hf_model.model.layers)
