@@ -10,6 +10,10 @@ class RunOptions(StrictModel):
     ipc_host: bool = False
     ulimits: dict[str, int] = {}
     env: dict[str, str] = {}
+    # limits of each worker container: processes and threads (compilers start many), memory in Docker's syntax
+    # ("32g"; None: the host's)
+    pids_limit: int = Field(8192, ge=64)
+    memory: Optional[str] = Field(None, pattern=r"^[0-9]+[bkmg]?$")
 
 
 class EnvSpec(StrictModel):

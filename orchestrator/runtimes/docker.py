@@ -1,5 +1,7 @@
 """Docker envs: each worker is a container of the env's image, with the repository's schema/ and workers/ mounted
-read-only (worker changes need no rebuild), the exchange folder read-write, and the GPU pinned by UUID."""
+read-only (worker changes need no rebuild), the exchange folder read-write, and the GPU pinned by UUID. Workers are
+locked down: not root, no network, no capabilities, no privilege gain, a read-only root filesystem, process and
+memory limits from env.toml."""
 
 import os
 from pathlib import Path
@@ -66,8 +68,17 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         "user": user or "{}:{}".format(*worker_ids()),
         "network_mode": "bridge" if network else "none",
         "privileged": False,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        # only the exchange and cache folders (mounted above) and /tmp (HOME: compilers' caches, their .so files,
+        # hence exec) can be written
+        "read_only": True,
+        "tmpfs": {"/tmp": "rw,exec,nosuid,nodev,mode=1777"},
+        "pids_limit": env.run.pids_limit,
         "ulimits": [Ulimit(name=name, soft=value, hard=value) for name, value in env.run.ulimits.items()],
     }
+    if env.run.memory:
+        options["mem_limit"] = env.run.memory
     if env.run.ipc_host:
         options["ipc_mode"] = "host"  # /dev/shm is the host's then: a shm size would not apply
     elif env.run.shm_size:

@@ -113,7 +113,11 @@ class Store:
         self.url = url
         self.safe_url = safe_url(url)
         self.engine, self.read_only = open_engine(url, create, pooled)
-        migrate(self.engine, self.read_only)
+        try:
+            migrate(self.engine, self.read_only)
+        except DBAPIError as error:
+            raise EnvironmentFailure(f"cannot bring the result store {self.safe_url} to this mlcbench's schema: "
+                                     f"{failure(error)}; run the command again") from None
         # row id -> why its stored result could not be read: rows the reads so far skipped
         self.unreadable: dict[int, str] = {}
 
@@ -248,6 +252,7 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Eng
         raise UsageError(f"cannot use --db {safe_url(url)}: {error}") from None
     if engine.dialect.name == "sqlite" and not read_only:
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
     try:
         with engine.connect():
             pass
@@ -262,10 +267,17 @@ def failure(error: DBAPIError) -> str:
 
 
 def _sqlite_pragmas(connection, _record) -> None:
+    # the driver would commit before each CREATE/ALTER on its own: a migration killed half-way would leave a store
+    # that no later migration can take up. Without its transaction handling, _sqlite_begin makes DDL transactional.
+    connection.isolation_level = None
     cursor = connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _sqlite_begin(connection) -> None:
+    connection.exec_driver_sql("BEGIN")
 
 
 def safe_url(url: str) -> str:

@@ -11,6 +11,7 @@ import pytest
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, connect, ensure_image
+from mlcbench.orchestrator.runtimes.base import WorkerFiles
 from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.docker import DockerRuntime, remove_leftovers
 from mlcbench.orchestrator.runtimes.local import LocalRuntime
@@ -118,3 +119,37 @@ def test_leftovers_of_an_interrupted_run_are_removed(client, cpu_image):
         ours.reload()  # a live mlcbench process's container stays
     finally:
         ours.remove(force=True)
+
+
+def test_a_running_worker_container_is_locked_down(client, cpu_image, tmp_path):
+    """Seen from inside a running worker: no capabilities, no privilege gain, a read-only root filesystem with the
+    exchange and cache folders and /tmp writable, and the env's process and memory limits."""
+    cpu = load_env("cpu")
+    env = cpu.model_copy(update={"run": cpu.run.model_copy(update={"pids_limit": 300, "memory": "3g"})})
+    runtime = DockerRuntime(env, cache_dir=tmp_path / "cache", sweep_id="test", client=client,
+                            extra_env={"MLCBENCH_TEST_FAULTS": "1"})
+    files = WorkerFiles(tmp_path / "work")
+    files.folder.mkdir()
+    files.jobs.write_text(job("matmul-small", "fault-hang").model_dump_json() + "\n")
+    try:
+        worker = runtime.start_worker(files)
+        container = worker.container
+        container.reload()
+        host = container.attrs["HostConfig"]
+        assert (host["CapDrop"], host["SecurityOpt"], host["ReadonlyRootfs"]) == (["ALL"], ["no-new-privileges"], True)
+        assert (host["PidsLimit"], host["Memory"], host["Privileged"], host["NetworkMode"]) == (300, 3 << 30, False,
+                                                                                               "none")
+
+        def shell(command: str) -> tuple[int, str]:
+            code, output = container.exec_run(["sh", "-c", command])
+            return code, output.decode().strip()
+
+        status = dict(line.split(":\t", 1) for line in shell("cat /proc/1/status")[1].splitlines() if ":\t" in line)
+        assert (status["CapEff"], status["CapPrm"], status["NoNewPrivs"]) == ("0" * 16, "0" * 16, "1")
+        assert shell("touch /root-fs-write")[0] != 0 and "Read-only file system" in shell("touch /usr/x")[1]
+        for folder in ("/tmp", "/mlcbench/work", "/mlcbench/cache"):
+            assert shell(f"touch {folder}/written && echo ok") == (0, "ok"), folder
+        code, forked = shell("for i in $(seq 400); do sleep 60 & done 2>&1; echo started")
+        assert "fork" in forked.lower()  # the 300th process could not start
+    finally:
+        runtime.close()

@@ -40,6 +40,20 @@ def test_gpu_worker_is_pinned_by_uuid_with_ngc_settings(tmp_path):
     assert options["detach"] is True
     assert options["init"] is True
     assert options["network_mode"] == "none"
+    assert (options["cap_drop"], options["security_opt"], options["read_only"]) == (["ALL"], ["no-new-privileges"],
+                                                                                   True)
+    assert "exec" in options["tmpfs"]["/tmp"].split(",")  # compilers load the .so files they write there
+    assert (options["pids_limit"], "mem_limit" in options) == (8192, False)
+
+
+def test_process_and_memory_limits_come_from_env_toml(tmp_path, monkeypatch):
+    folder = tmp_path / "envs" / "small"
+    folder.mkdir(parents=True)
+    (folder / "env.toml").write_text('runtime = "docker"\nworkflows = ["eager"]\n[run]\npids_limit = 512\n'
+                                     'memory = "6g"\n')
+    monkeypatch.setenv(ENVS_DIR_VARIABLE, str(tmp_path / "envs"))
+    options = options_for(load_env("small"), tmp_path)
+    assert (options["pids_limit"], options["mem_limit"]) == (512, "6g")
 
 
 def test_code_is_mounted_read_only_and_work_and_cache_read_write(tmp_path):

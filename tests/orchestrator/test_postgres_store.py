@@ -4,17 +4,23 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 
 import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.errors import EnvironmentFailure
+from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.database import ResultRow, _alembic_config, _columns
-from tests.orchestrator.stores import HEAD, tagged
+from mlcbench.orchestrator.suites import get_suite
 from mlcbench.schema import JobSpec, Result
 from tests.conftest import NO_POSTGRES, POSTGRES_URL
+from tests.orchestrator.stores import HEAD, tagged
 
 pytestmark = [
     pytest.mark.postgres,
@@ -87,3 +93,25 @@ def test_a_store_at_revision_0002_is_upgraded_in_place_to_keep_history(schema_ur
     store.put(tagged(job, "crashed", minute=1))
     assert [row.status for row in store.rows()] == ["ok", "crashed"]
     assert [cell.status for cell in store.cells()] == ["ok"]
+
+
+def test_the_database_going_down_mid_sweep_ends_it_with_an_environment_failure_and_keeps_what_was_stored(schema_url,
+                                                                                                     tmp_path):
+    name = f"mlcbench-down-{uuid.uuid4().hex[:8]}"
+    url = f"{schema_url}&application_name={name}"
+    store = Store(url)
+
+    class CutTheConnectionAtTheFirstResult(sweeping.SweepListener):
+        def job_done(self, result) -> None:
+            admin = create_engine(POSTGRES_URL)
+            with admin.begin() as connection:
+                connection.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                        "WHERE application_name = :name"), {"name": name})
+            admin.dispose()
+
+    options = sweeping.SweepOptions(suite=get_suite("tiny"), env_names=["local"], workdir=tmp_path / "work",
+                                    target=Target(tag="cpu", device="cpu", gpus=()))
+    with pytest.raises(EnvironmentFailure, match="cannot write to the result store postgresql.*:\\*\\*\\*@"):
+        sweeping.run(options, store, CutTheConnectionAtTheFirstResult(),
+                     runtime_factory=lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.05))
+    assert len(Store(schema_url).rows()) == 1

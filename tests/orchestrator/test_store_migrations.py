@@ -92,3 +92,22 @@ def test_the_result_of_a_cell_is_its_latest_ok_else_latest_final_else_latest_att
     assert [cell.job_id for cell in store.cells(status=chosen[0])] == [JOB.job_id]  # by the cell's result
     assert store.cells(status="crashed") == [cells[other.job_id]]
 
+
+
+def test_a_migration_that_fails_half_way_leaves_a_store_the_next_run_migrates(tmp_path, monkeypatch):
+    """SQLite's driver commits before DDL on its own; a sweep killed inside the migrations of a new store must not
+    leave a table that the next run's migrations cannot create again."""
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    upgrade = command.upgrade
+
+    def killed_after_the_first_revision(config, revision):
+        upgrade(config, "0001")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "upgrade", killed_after_the_first_revision)
+    with pytest.raises(KeyboardInterrupt):
+        Store(url)
+    monkeypatch.setattr(command, "upgrade", upgrade)
+    store = Store(url)
+    store.put(tagged(JOB))
+    assert [cell.status for cell in store.cells()] == ["ok"]

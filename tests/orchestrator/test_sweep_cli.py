@@ -35,19 +35,21 @@ def test_a_sweep_with_failures_says_so_at_the_end_and_exits_3(tmp_path, monkeypa
     assert listed.exit_code == 0 and "2 stored result(s)" in listed.output
 
 
-def test_empty_filters_are_refused_not_everything(mlcbench):
+def test_empty_filters_are_refused_not_everything(tmp_path):
+    db = f"sqlite:///{tmp_path / 'store.db'}"
     for option in ("--workflow", "--env", "--model", "--batch-size"):
-        done = mlcbench("sweep", option, "")
-        assert done.returncode == ExitCode.USAGE and f"error: {option} '' has an empty name" in done.stderr
-    done = mlcbench("sweep", "--batch-size", "1,x")
-    assert done.returncode == ExitCode.USAGE and "expected positive whole numbers" in done.stderr
-    done = mlcbench("results", "--status", "ok,")
-    assert done.returncode == ExitCode.USAGE and "--status 'ok,' has an empty name" in done.stderr
+        done = runner.invoke(app, ["sweep", option, "", "--db", db])
+        assert done.exit_code == ExitCode.USAGE and f"error: {option} '' has an empty name" in done.stderr
+    done = runner.invoke(app, ["sweep", "--batch-size", "1,x", "--db", db])
+    assert done.exit_code == ExitCode.USAGE and "expected positive whole numbers" in done.stderr
+    done = runner.invoke(app, ["results", "--status", "ok,", "--db", db])
+    assert done.exit_code == ExitCode.USAGE and "--status 'ok,' has an empty name" in done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_version(mlcbench):
-    done = mlcbench("--version")
-    assert done.returncode == 0 and re.fullmatch(r"mlcbench \d+\.\d+\.\d+\S*\n", done.stdout)
+def test_version():
+    done = runner.invoke(app, ["--version"])
+    assert done.exit_code == 0 and re.fullmatch(r"mlcbench \d+\.\d+\.\d+\S*\n", done.stdout)
 
 
 def test_the_results_table_stays_readable_in_80_columns():
