@@ -56,11 +56,14 @@ class CompiledStepRunner:
         step_logits = []
         for index in range(max_new_tokens):
             if index:
+                torch.compiler.cudagraph_mark_step_begin()
                 token, position, logits = self.step(self.model, token, position, self.eos_ids)
-            # copies out of the CUDA graph's output buffers, which the next replay overwrites
+                # the next replay overwrites the CUDA graph's output buffers: what it reads, and what is kept, are
+                # copies (as gpt-fast clones its next token)
+                token, position = token.clone(), position.clone()
             tokens[:, index] = token
             if with_logits:
-                step_logits.append(logits.float())
+                step_logits.append(logits.to(torch.float32, copy=True))
             if on_token is not None:
                 on_token()
         return Generation(tokens=tokens, step_logits=torch.stack(step_logits, dim=1) if with_logits else None)
