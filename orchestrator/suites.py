@@ -16,6 +16,14 @@ def _both_half_precisions(**entry) -> list[SuiteEntry]:
 
 # a CPU's timings vary too much to converge: the minimum of 3 processes, no more
 SMOKE_REPETITION = Repetition(processes=3, max_processes=3)
+# how the trust and crossgen suites measure a cell (the same, so that a crossgen sweep into a trust store reuses
+# the cells they share): sub-millisecond FFN calls in up to 5 processes, whole LLM generate() calls in 3
+FFN_TIMING = dict(warmup=10, repeats=30, repetition=Repetition(processes=3, max_processes=5, max_s=60), timeout_s=600)
+LLM_TIMING = dict(warmup=0, repeats=2, repetition=Repetition(processes=3, max_processes=3), timeout_s=900)
+# the ort suite establishes what runs and the host-copy effect (10x and more), in one process per cell: it has to
+# fit in minutes of GPU time, exports included
+ORT_TIMING = dict(warmup=10, repeats=50, repetition=Repetition(processes=1, max_processes=1), timeout_s=600)
+ORT_LLM_TIMING = dict(warmup=2, repeats=5, repetition=Repetition(processes=1, max_processes=1), timeout_s=1200)
 
 SUITES: dict[str, Suite] = {
     "paper": Suite(
@@ -51,11 +59,9 @@ SUITES: dict[str, Suite] = {
                     "both LLMs and the FFNs at both dims, batch 1 and 64, each cell in 3-5 worker processes "
                     "(LLMs: 3, 2 timed generate calls each); sweep it into two stores, then compare them",
         entries=[
-            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 64], warmup=10, repeats=30,
-                       repetition=Repetition(processes=3, max_processes=5, max_s=60), timeout_s=600),
+            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 64], **FFN_TIMING),
             SuiteEntry(models=LLMS, workflows=["eager", "torch_compile", "torch_compile_static"],
-                       batch_sizes=[1, 64], warmup=0, repeats=2, repetition=Repetition(processes=3, max_processes=3),
-                       timeout_s=900),
+                       batch_sizes=[1, 64], **LLM_TIMING),
         ],
     ),
     "ort": Suite(
@@ -64,29 +70,28 @@ SUITES: dict[str, Suite] = {
                     "and off; the static-shape export at b1/b64; TinyLlama decoded through its ONNX KV-cache graph",
         entries=[
             *_both_half_precisions(models=FFNS, workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1, 16, 64],
-                                   warmup=10, repeats=50, timeout_s=600),
-            *_both_half_precisions(models=FFNS, workflows=["onnxruntime_cuda"], batch_sizes=[1, 64], warmup=10,
-                                   repeats=50, timeout_s=600, options=WorkflowOptions(io_binding=False)),
-            *_both_half_precisions(models=["ffn-llama2"], workflows=["onnxruntime"], batch_sizes=[1, 64], warmup=10,
-                                   repeats=50, timeout_s=600),
-            SuiteEntry(models=["tinyllama-1.1b"], workflows=["onnxruntime_cuda"], batch_sizes=[1, 16, 64], warmup=2,
-                       repeats=5, timeout_s=1200),
-            SuiteEntry(models=["tinyllama-1.1b"], workflows=["onnxruntime_cuda"], batch_sizes=[1, 64], warmup=2,
-                       repeats=5, timeout_s=1200, options=WorkflowOptions(io_binding=False)),
-            # fp16 too: the CUDA EP lacks bf16 kernels for some ops, and this row tells the path from the dtype
+                                   **ORT_TIMING),
+            *_both_half_precisions(models=FFNS, workflows=["onnxruntime_cuda"], batch_sizes=[1, 64],
+                                   options=WorkflowOptions(io_binding=False), **ORT_TIMING),
+            *_both_half_precisions(models=["ffn-llama2"], workflows=["onnxruntime"], batch_sizes=[1, 64],
+                                   **ORT_TIMING),
+            SuiteEntry(models=["tinyllama-1.1b"], workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1, 16, 64],
+                       **ORT_LLM_TIMING),
+            SuiteEntry(models=["tinyllama-1.1b"], workflows=["onnxruntime_cuda"], batch_sizes=[1, 64],
+                       options=WorkflowOptions(io_binding=False), **ORT_LLM_TIMING),
+            # fp16 too: the CUDA EP may lack bf16 kernels for some ops, and this row tells the path from the dtype
             SuiteEntry(models=["tinyllama-1.1b"], workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1],
-                       precision="fp16", warmup=2, repeats=5, timeout_s=1200),
+                       precision="fp16", **ORT_LLM_TIMING),
         ],
     ),
     "crossgen": Suite(
         name="crossgen",
         description="one GPU generation against the next: both LLMs (eager and compiled decode) and the FFN models, "
-                    "batch 1/16/64; run it on each GPU into one store, then `mlcbench compare --gpu A --gpu B`",
+                    "batch 1/16/64, timed as the trust suite times them; run it on each GPU, merge the stores, then "
+                    "`mlcbench compare --gpu A --gpu B`",
         entries=[
-            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 16, 64], warmup=10,
-                       repeats=50, timeout_s=600),
-            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1, 16, 64], warmup=1, repeats=3,
-                       timeout_s=1200),
+            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 16, 64], **FFN_TIMING),
+            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1, 16, 64], **LLM_TIMING),
         ],
     ),
     "tiny": Suite(
