@@ -64,6 +64,15 @@ SUITES: dict[str, Suite] = {
                        batch_sizes=[1, 64], **LLM_TIMING),
         ],
     ),
+    "decode": Suite(
+        name="decode",
+        description="the compiled decode loops beside eager on both LLMs at batch 1 and 64, each cell in 2 worker "
+                    "processes: the first compiles cold, the second warm from the env's Inductor cache",
+        entries=[
+            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1, 64], warmup=1, repeats=3,
+                       repetition=Repetition(processes=2, max_processes=2), timeout_s=900),
+        ],
+    ),
     "ort": Suite(
         name="ort",
         description="ONNX Runtime's CUDA EP beside eager on the FFN models at both dims, fp16 and bf16, IO binding on "
