@@ -241,7 +241,9 @@ class _Cell:
             return
         latency = result.metrics.latency
         if latency is not None:
-            placed = [process.model_copy(update={"round": round_index, "position": position})
+            placed = [process.model_copy(update={"round": round_index, "position": position,
+                                                 "compile_s": result.metrics.compile_s,
+                                                 "compile_cache": result.metrics.compile_cache})
                       for process in latency.processes]
             result = result.model_copy(update={"metrics": result.metrics.model_copy(update={
                 "latency": latency.model_copy(update={"processes": placed})})})

@@ -22,6 +22,9 @@ class ProcessTiming(StrictModel):
     samples_ms: list[float] = Field(min_length=1)
     round: int = Field(default=0, description="the sweep's round that ran this process")
     position: int = Field(default=0, description="the cell's place in that round's shuffled order")
+    # what preparing the cell cost this process: the first compiles cold, later ones may find Inductor's cache warm
+    compile_s: Optional[float] = None
+    compile_cache: Optional[Literal["cold", "warm"]] = None
 
 
 class Timing(StrictModel):

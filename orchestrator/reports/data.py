@@ -338,6 +338,15 @@ def _ok_by_cell_group(results: Iterable[Result]) -> dict[tuple[str, str, str, st
     return groups
 
 
+def _compiles(result: Result) -> list[tuple[float, Optional[str]]]:
+    """(compile seconds, Inductor cache state) of each worker process of a result (one, for a single-process one)."""
+    processes = result.metrics.latency.processes if result.metrics.latency else []
+    measured = [(p.compile_s, p.compile_cache) for p in processes if p.compile_s is not None]
+    if measured:
+        return measured
+    return [(result.metrics.compile_s, result.metrics.compile_cache)] if result.metrics.compile_s is not None else []
+
+
 def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = None) -> list[CostRow]:
     """Compile time and memory of each cell's result; the cold and warm compile times over every attempt given
     (a cell's first run compiles cold, its reruns warm: its result alone shows one of the two)."""
@@ -346,9 +355,8 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
     rows = []
     for (gpu, env, model, workflow), members in groups.items():
         compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
-        by_cache = {state: [r.metrics.compile_s for r in tried[(gpu, env, model, workflow)]
-                            if r.metrics.compile_cache == state and r.metrics.compile_s is not None]
-                    for state in ("cold", "warm")}
+        by_cache = {state: [seconds for r in tried[(gpu, env, model, workflow)]
+                            for seconds, cache in _compiles(r) if cache == state] for state in ("cold", "warm")}
         load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
         with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
         biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None

@@ -5,6 +5,7 @@ import pytest
 from mlcbench.orchestrator.reports.data import cost_rows, decode_lines
 from mlcbench.orchestrator.store.provenance import finish
 from mlcbench.schema import MODELS
+from mlcbench.schema.results import ProcessTiming
 from tests.reports.conftest import make_result
 
 
@@ -53,3 +54,15 @@ def test_stored_bandwidth_fraction_counts_the_kv_cache_at_every_batch_size():
     result = finish(llm_result("torch_compile_decode", 64, tpot_ms=4.0), "local", "h100", None, None)
     step_bytes = MODELS["tinyllama-1.1b"].decode_step_bytes("bf16", 64, 48)
     assert result.metrics.bandwidth_fraction == pytest.approx(step_bytes / 4e-3 / 3350e9)
+
+
+def test_one_sweep_shows_cold_and_warm_from_the_processes_of_a_cell():
+    """A cell measured in two processes stores one result; the first process compiled cold, the second warm."""
+    result = llm_result("torch_compile_static", 1, compile_s=30.0, compile_cache="cold")
+    latency = result.metrics.latency
+    processes = [ProcessTiming(samples_ms=[10.0], compile_s=30.0, compile_cache="cold"),
+                 ProcessTiming(samples_ms=[10.0], compile_s=6.0, compile_cache="warm")]
+    result = result.model_copy(update={"metrics": result.metrics.model_copy(
+        update={"latency": latency.model_copy(update={"processes": processes})})})
+    [row] = cost_rows([result])
+    assert (row.compile_cold_s, row.compile_warm_s) == (30.0, 6.0)
