@@ -10,8 +10,9 @@ from mlcbench.workers.decode import Generation
 from mlcbench.workers.decode.static_llama import StaticLlama
 
 # gpt-fast's Inductor settings: tune each generated kernel's launch config, name kernels after what they compute
-# (readable profiles). Passed per compiled function, so other jobs in this worker keep Inductor's defaults.
-TUNING = {"coordinate_descent_tuning": True, "triton.unique_kernel_names": True}
+# (readable profiles), keep compiled graphs on disk (the default, stated: warm compiles depend on it). Passed per
+# compiled function, so other jobs in this worker keep Inductor's defaults.
+TUNING = {"coordinate_descent_tuning": True, "triton.unique_kernel_names": True, "fx_graph_cache": True}
 
 
 def _greedy(logits: torch.Tensor, eos_ids: torch.Tensor) -> torch.Tensor:
