@@ -2,7 +2,7 @@
 in Inductor's own kernels and elsewhere, and the gaps between kernels, against the memory bound of a step (weights +
 KV cache over a device-to-device copy's bandwidth measured here, and the catalog's).
 
-    python benchmarks/decode_profile.py --model tinyllama-1.1b --batch-size 1 [--batch-size 64] [--json out.json]
+    python benchmarks/decode_profile.py --model tinyllama-1.1b --batch-size 1,64 [--json out.json]
 
 Inductor's caches are read from (and written to) the same folder a local sweep uses, so after a sweep nothing
 compiles cold. Kernel names come from a torch.profiler trace of 31 CUDA-graph replays.
@@ -95,7 +95,8 @@ def profile_steps(runner: CompiledStepRunner, prompt: torch.Tensor, steps: int, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tinyllama-1.1b", choices=[m for m, i in MODELS.items() if i.kind == "llm"])
-    parser.add_argument("--batch-size", type=int, action="append")
+    parser.add_argument("--batch-size", type=lambda text: [int(size) for size in text.split(",")], action="extend",
+                        help="comma-separated or repeated (default 1)")
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=32)
     parser.add_argument("--mode", default="reduce-overhead")
