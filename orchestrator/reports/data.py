@@ -398,7 +398,9 @@ class DecodeLine:
                 f"host time, and kernels slower than memory")
 
 
-def decode_lines(results: Iterable[Result]) -> list[DecodeLine]:
+def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] = ()) -> list[DecodeLine]:
+    """One line per (GPU, env, model, workflow), against the copy bandwidth measured on that GPU where a sweep
+    calibrated it, else the catalog's spec."""
     groups: dict[tuple[str, str, str, str], list[Result]] = defaultdict(list)
     for result in results:
         if result.status == "ok" and result.metrics.tpot_ms and result.job.device == "cuda":
@@ -408,12 +410,19 @@ def decode_lines(results: Iterable[Result]) -> list[DecodeLine]:
         peaks = GPUS.get(gpu)
         if peaks is None:
             continue
+        members.sort(key=lambda r: r.job.batch_size)
+        calibration = calibration_for(members[0], calibrations)
+        if calibration is not None and calibration.copy_gbs:
+            bandwidth = calibration.copy_gbs
+            source = f"a device-to-device copy measured there; spec {peaks.bandwidth_gbs:,.0f}"
+        else:
+            bandwidth, source = peaks.bandwidth_gbs, "catalog spec"
         steps = []
-        for result in sorted(members, key=lambda r: r.job.batch_size):
+        for result in members:
             step_bytes = decode_step_bytes(result.job)
             steps.append(DecodeStep(result.job.batch_size, result.metrics.tpot_ms, step_bytes,  # type: ignore[arg-type]
-                                    step_bytes / (peaks.bandwidth_gbs * 1e9) * 1e3))
-        lines.append(DecodeLine(gpu, env, model, workflow, peaks.bandwidth_gbs, "catalog spec", tuple(steps)))
+                                    step_bytes / (bandwidth * 1e9) * 1e3))
+        lines.append(DecodeLine(gpu, env, model, workflow, bandwidth, source, tuple(steps)))
     return sorted(lines, key=lambda line: (line.model, line.gpu, line.env, workflow_order(line.workflow)))
 
 

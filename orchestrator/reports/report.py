@@ -38,7 +38,7 @@ def build_report(results: list[Result], source: str, selection: Selection,
     return Report(
         source=source, selection=selection, generated_at=datetime.now(timezone.utc), results=len(results),
         perf=tuple(perf), tables=tuple(throughput_tables(perf)), costs=tuple(cost_rows(results, attempts)),
-        decode=tuple(decode_lines(results)),
+        decode=tuple(decode_lines(results, calibrations)),
         support=tuple(support_matrices(results)), failed_checks=tuple(failed_checks(results)),
         provenance=tuple(provenance_rows(results)), p3=tuple(p3_rows(perf)), comparisons=tuple(comparisons_in(perf)),
         calibrations=calibrations)

@@ -4,7 +4,7 @@ import pytest
 
 from mlcbench.orchestrator.reports.data import cost_rows, decode_lines
 from mlcbench.orchestrator.store.provenance import finish
-from mlcbench.schema import MODELS
+from mlcbench.schema import MODELS, Calibration
 from mlcbench.schema.results import ProcessTiming
 from tests.reports.conftest import make_result
 
@@ -66,3 +66,13 @@ def test_one_sweep_shows_cold_and_warm_from_the_processes_of_a_cell():
         update={"latency": latency.model_copy(update={"processes": processes})})})
     [row] = cost_rows([result])
     assert (row.compile_cold_s, row.compile_warm_s) == (30.0, 6.0)
+
+
+def test_decode_line_uses_the_copy_bandwidth_measured_on_that_gpu_when_there_is_one():
+    results = [llm_result("torch_compile_decode", 1, tpot_ms=2.0)]
+    measured = Calibration(device="cuda", copy_bytes=1 << 30, copy_gbs=3030.0, gemm_n=8192, gpu_tag="h100")
+    [line] = decode_lines(results, [measured])
+    assert line.bandwidth_gbs == 3030.0 and "measured" in line.describe() and "spec 3,350" in line.describe()
+    assert line.steps[0].bound_ms == pytest.approx(line.steps[0].step_bytes / 3030e9 * 1e3)
+    other_gpu = measured.model_copy(update={"gpu_tag": "h200"})
+    assert decode_lines(results, [other_gpu])[0].bandwidth_gbs == 3350
