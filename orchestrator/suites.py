@@ -44,13 +44,13 @@ SUITES: dict[str, Suite] = {
                     "ends in minutes on 2 CPU cores",
         entries=[
             SuiteEntry(models=[f"{arch}-small" for arch in SYNTHETIC_ARCHS],
-                       workflows=["eager", "torch_compile", "onnxruntime"], batch_sizes=[1, 4], warmup=2,
-                       repeats=10, repetition=SMOKE_REPETITION, timeout_s=300),
-            SuiteEntry(models=["ffn-small"], workflows=["aot_inductor"], batch_sizes=[1], warmup=2, repeats=10,
+                       workflows=["eager", "torch_compile", "onnxruntime"], batch_sizes=[1, 4], warmup=1,
+                       repeats=5, repetition=SMOKE_REPETITION, timeout_s=300),
+            SuiteEntry(models=["ffn-small"], workflows=["aot_inductor"], batch_sizes=[1], warmup=1, repeats=5,
                        repetition=SMOKE_REPETITION, timeout_s=300),
             SuiteEntry(models=["llama-2layer"], workflows=["eager", "torch_compile", "torch_compile_forward",
                                                                 "torch_compile_static"],
-                       batch_sizes=[1], output_len=8, warmup=1, repeats=3, repetition=SMOKE_REPETITION, timeout_s=300),
+                       batch_sizes=[1], output_len=8, warmup=0, repeats=2, repetition=SMOKE_REPETITION, timeout_s=300),
         ],
     ),
     "trust": Suite(
