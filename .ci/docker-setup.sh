@@ -4,8 +4,10 @@
 #   2. starts dockerd in the background (log: /tmp/dockerd.log) when `docker info` fails, and waits for it;
 #   3. makes the base image mlcbench-base/debian:bookworm with debootstrap when it does not exist (no registry needed);
 #   4. fills a wheelhouse ($MLCBENCH_WHEELHOUSE, default ~/.cache/mlcbench/wheelhouse) with the cpu env's wheels, so
-#      the image build installs offline: torch from /opt/wheels, the rest by `pip download`.
+#      the image build installs offline: torch from /opt/wheels, the rest by `pip download`;
+#   5. with the argument `openxla`, also the openxla env's cpu-profile wheelhouse ($MLCBENCH_OPENXLA_WHEELHOUSE).
 # Then: mlcbench build cpu --base-image mlcbench-base/debian:bookworm --wheelhouse "$MLCBENCH_WHEELHOUSE"
+# (`make openxla-image` runs this with `openxla` and builds that image.)
 #
 # What works in this sandbox (Debian 12, kernel 6.x, cgroup v1, root): a plain `dockerd` with its defaults
 # (overlay2 on ext4, bridge networking with iptables); build containers reach deb.debian.org over plain http through
@@ -18,6 +20,7 @@ cd "$(dirname "$0")/.."
 BASE_IMAGE=mlcbench-base/debian:bookworm
 MIRROR=${MLCBENCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WHEELHOUSE=${MLCBENCH_WHEELHOUSE:-$HOME/.cache/mlcbench/wheelhouse}
+OPENXLA_WHEELHOUSE=${MLCBENCH_OPENXLA_WHEELHOUSE:-$HOME/.cache/mlcbench/wheelhouse-openxla}
 PYTHON=${PYTHON:-python3}
 log() { echo "docker-setup: $*" >&2; }
 
@@ -52,23 +55,42 @@ if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
     rm -rf "$rootfs"
 fi
 
-# the marker names the pins it was filled for: a changed requirements.txt fills it again
-pins=$(sha256sum envs/cpu/requirements.txt | cut -c1-16)
-if [ ! -f "$WHEELHOUSE/.filled-$pins" ]; then
-    log "filling the wheelhouse $WHEELHOUSE"
-    mkdir -p "$WHEELHOUSE"
-    # for the image's interpreter (Debian bookworm: CPython 3.11, glibc 2.36), whatever the host's python is
-    target=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311
-            --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
-            --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64)
+# for the images' interpreter (Debian bookworm: CPython 3.11, glibc 2.36), whatever the host's python is
+TARGET=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
+        --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64)
+
+# fill_wheelhouse DIR PIN_FILE... -- COMMAND: runs COMMAND (which fills DIR) unless DIR was filled for these pin files;
+# the marker names the pins it was filled for: a changed pin file fills it again
+fill_wheelhouse() {
+    local dir=$1 pins=()
+    shift
+    while [ "$1" != "--" ]; do pins+=("$1"); shift; done
+    shift
+    local marker="$dir/.filled-$(cat "${pins[@]}" | sha256sum | cut -c1-16)"
+    [ -f "$marker" ] && return
+    log "filling the wheelhouse $dir"
+    mkdir -p "$dir"
+    "$@"
+    touch "$marker"
+}
+
+cpu_wheels() {
     if ! cp /opt/wheels/torch-2.13.0+cpu-cp311-*.whl "$WHEELHOUSE"/ 2>/dev/null; then
         # PyPI's Linux torch is the CUDA build: the CPU one comes from PyTorch's own index
-        "$PYTHON" -m pip download -q -d "$WHEELHOUSE" "${target[@]}" --no-deps \
+        "$PYTHON" -m pip download -q -d "$WHEELHOUSE" "${TARGET[@]}" --no-deps \
             --index-url https://download.pytorch.org/whl/cpu torch==2.13.0+cpu
     fi
     # the local +cpu wheel sorts above PyPI's torch 2.13.0, so its dependencies resolve against it
-    "$PYTHON" -m pip download -q -d "$WHEELHOUSE" "${target[@]}" --find-links "$WHEELHOUSE" \
+    "$PYTHON" -m pip download -q -d "$WHEELHOUSE" "${TARGET[@]}" --find-links "$WHEELHOUSE" \
         torch==2.13.0 -r envs/cpu/requirements.txt
-    touch "$WHEELHOUSE/.filled-$pins"
+}
+fill_wheelhouse "$WHEELHOUSE" envs/cpu/requirements.txt -- cpu_wheels
+
+if [ "${1:-}" = openxla ]; then
+    # the openxla env's cpu profile: everything from PyPI (torch 2.5.0's CUDA 12 build and its nvidia-*-cu12, ~3 GB)
+    fill_wheelhouse "$OPENXLA_WHEELHOUSE" envs/openxla/torch-requirements.txt envs/openxla/requirements.txt -- \
+        "$PYTHON" -m pip download -q -d "$OPENXLA_WHEELHOUSE" "${TARGET[@]}" \
+            -r envs/openxla/torch-requirements.txt -r envs/openxla/requirements.txt
 fi
-log "ready: engine up, $BASE_IMAGE present, wheelhouse $WHEELHOUSE"
+log "ready: engine up, $BASE_IMAGE present, wheelhouse $WHEELHOUSE${1:+, $OPENXLA_WHEELHOUSE}"

@@ -6,6 +6,7 @@ from typing import Mapping, Optional, Sequence
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.suites import SUITES
 from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, Result, Suite
 
 
@@ -51,7 +52,16 @@ def expand(suite: Suite, target: Target, filters: Filters,
                              f"({', '.join(name for name, info in MODELS.items() if info.kind == 'llm')})")
         if not (folder / "config.json").is_file():
             raise UsageError(f"--checkpoint {model}={folder}: no config.json there (a Hugging Face model folder)")
-    jobs = [job for job in suite.expand(target.device) if filters.keep(job)]
+    suite_jobs = suite.expand(target.device)
+    for label, attribute, values in (("model", "model", filters.models), ("workflow", "workflow", filters.workflows),
+                                     ("batch size", "batch_size", filters.batch_sizes)):
+        for value in values:
+            if not _has(suite_jobs, attribute, value):
+                having = [name for name, other in SUITES.items() if _has(other.expand(target.device), attribute, value)]
+                where = f"suites that have it: {', '.join(having)}" if having else "no suite has it"
+                raise UsageError(f"{label} {value!r} is not in suite {suite.name!r} ({where}); pick another --suite "
+                                 f"or drop it from the filter")
+    jobs = [job for job in suite_jobs if filters.keep(job)]
     if not jobs:
         raise UsageError(f"the filters leave no job of suite {suite.name!r} to run")
     return [job.model_copy(update={"model_path": str(checkpoints[job.model].resolve())})
@@ -64,6 +74,10 @@ def is_final(result: Optional[Result], config_key: str) -> bool:
     if result is None or result.status not in FINAL_STATUSES:
         return False
     return result.status == "ok" or result.provenance.config_key == config_key
+
+
+def _has(jobs: list[JobSpec], attribute: str, value: object) -> bool:
+    return any(getattr(job, attribute) == value for job in jobs)
 
 
 def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, Result], rerun: bool,

@@ -201,7 +201,10 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name="tensorrt_llm", kinds=_LLM, requires=("tensorrt_llm",), own_worker=True,
                  description="TensorRT-LLM LLM API"),
     WorkflowInfo(name="torch_compile_openxla", kinds=_BOTH, requires=("torch_xla",), own_worker=True,
-                 description="torch.compile(backend='openxla') on a torch_xla device"),
+                 description="torch.compile(backend='openxla') on a torch_xla device (LLMs: the forward compiled, "
+                             "generate() with the default dynamic cache)"),
+    WorkflowInfo(name="torch_compile_openxla_static", kinds=_LLM, requires=("torch_xla",), own_worker=True,
+                 description="LLMs: torch_compile_openxla on a static KV cache"),
     WorkflowInfo(name="torchax", kinds=_BOTH, requires=("torchax", "jax"), own_worker=True,
                  description="PyTorch modules on JAX/XLA through torchax.compile"),
 )}

@@ -16,6 +16,14 @@ class RunOptions(StrictModel):
     memory: Optional[str] = Field(None, pattern=r"^[0-9]+[bkmg]?$")
 
 
+class BuildProfile(StrictModel):
+    """Another build of an env's one Dockerfile (env.toml `[profiles.NAME]`), e.g. a CPU build of a GPU stack."""
+
+    description: str
+    base_image: Optional[str] = None
+    build_args: dict[str, str] = {}
+
+
 class EnvSpec(StrictModel):
     """One toolchain stack, as declared by `envs/<name>/env.toml`."""
 
@@ -31,6 +39,14 @@ class EnvSpec(StrictModel):
     # "*" means: whatever the interpreter can import (the local env)
     workflows: list[str]
     run: RunOptions = RunOptions()
+    profiles: dict[str, BuildProfile] = {}
+
+    def with_profile(self, name: str) -> "EnvSpec":
+        """The env as its profile `name` builds it: the profile's base image and build args over the env's own."""
+        profile = self.profiles[name]
+        return self.model_copy(update={"description": profile.description,
+                                       "base_image": profile.base_image or self.base_image,
+                                       "build_args": {**self.build_args, **profile.build_args}})
 
     def provides(self, workflow: str) -> bool:
         return "*" in self.workflows or workflow in self.workflows

@@ -81,6 +81,8 @@ def envs(
 @exits_cleanly
 def build(
     env: Annotated[str, typer.Argument(help="env name (a folder of envs/)")],
+    profile: Annotated[Optional[str], typer.Option(
+        help="another build of the env's Dockerfile, from env.toml's [profiles.NAME] (e.g. openxla's cpu)")] = None,
     base_image: Annotated[Optional[str], typer.Option(help="base image instead of the env's (a mirror, a local image)")] = None,
     index_url: Annotated[Optional[str], typer.Option(help="private Python package index (PIP_INDEX_URL)")] = None,
     ca_bundle: Annotated[Optional[Path], typer.Option(help="extra CA certificates (PEM) to trust while building")] = None,
@@ -88,7 +90,7 @@ def build(
     force: Annotated[bool, typer.Option(help="build even if an image with this hash exists")] = False,
 ) -> None:
     """Build an env's image (only if its files or build settings changed)."""
-    spec = load_env(env)
+    spec = load_env(env, profile)
     if spec.runtime != "docker":
         raise UsageError(f"env {env!r} has runtime {spec.runtime!r}: there is no image to build")
     options = BuildOptions(base_image=base_image, index_url=index_url, ca_bundle=ca_bundle, wheelhouse=wheelhouse)

@@ -5,6 +5,7 @@ import os
 import tomllib
 from importlib import metadata
 from pathlib import Path
+from typing import Optional
 
 from pydantic import ValidationError
 
@@ -24,7 +25,19 @@ def env_names() -> list[str]:
     return sorted(p.parent.name for p in root.glob("*/env.toml")) if root.is_dir() else []
 
 
-def load_env(name: str) -> EnvSpec:
+def load_env(name: str, profile: Optional[str] = None) -> EnvSpec:
+    """The env of `envs/<name>/env.toml`; with a profile, as that profile of it builds (see EnvSpec.with_profile)."""
+    spec = _read_env(name)
+    if profile is None:
+        return spec
+    if profile not in spec.profiles:
+        known = ", ".join(spec.profiles) or "none"
+        raise UsageError(f"env {name!r} has no build profile {profile!r} (its profiles: {known}); "
+                         f"profiles are env.toml's [profiles.NAME] tables")
+    return spec.with_profile(profile)
+
+
+def _read_env(name: str) -> EnvSpec:
     path = envs_dir() / name / "env.toml"
     if not path.is_file():
         known = ", ".join(env_names()) or "none"

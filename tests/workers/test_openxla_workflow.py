@@ -1,5 +1,6 @@
 """torch.compile(backend="openxla") against stand-in torch_xla modules (current and older device/sync names); the
-"XLA device" is the CPU, so the compiled module still runs and is compared with eager."""
+"XLA device" is the CPU, so the compiled module or LLM still runs and is compared with eager. The real torch_xla runs in
+the openxla image (tests/e2e/test_openxla_image.py)."""
 
 import importlib.abc
 import importlib.util
@@ -19,7 +20,7 @@ PJRT = ("PJRT_DEVICE", "GPU_NUM_DEVICES", "PJRT_ALLOCATOR_PREALLOCATE")
 
 @pytest.fixture
 def fake_xla(monkeypatch):
-    def install(current_api):
+    def install(current_api, cuda_plugin=False):
         calls = {"backend": 0, "sync": 0, "mark_step": 0, "wait": 0, "env_at_import": None}
         for key in PJRT:
             monkeypatch.delenv(key, raising=False)
@@ -49,6 +50,8 @@ def fake_xla(monkeypatch):
 
         class Finder(importlib.abc.MetaPathFinder):
             def find_spec(self, name, path=None, target=None):
+                if name == "torch_xla_cuda_plugin" and cuda_plugin:
+                    return importlib.util.spec_from_loader(name, None)
                 return importlib.util.spec_from_loader(name, Loader()) if name == "torch_xla" else None
 
         monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
@@ -56,6 +59,10 @@ def fake_xla(monkeypatch):
         monkeypatch.delitem(sys.modules, "torch_xla")  # undone in reverse: the key is gone again after the test
         monkeypatch.setitem(sys.modules, "torch_xla.core", types.SimpleNamespace(xla_model=xm))
         monkeypatch.setitem(sys.modules, "torch_xla.core.xla_model", xm)
+        metrics = types.ModuleType("torch_xla.debug.metrics")  # every stand-in graph counts as one XLA compilation
+        metrics.metric_data = lambda name: (calls["backend"], 0.0, []) if name == "CompileTime" else None
+        monkeypatch.setitem(sys.modules, "torch_xla.debug", types.SimpleNamespace(metrics=metrics))
+        monkeypatch.setitem(sys.modules, "torch_xla.debug.metrics", metrics)
         registry._lazy_import()  # torch registers its own "openxla" lazily: let it, then stand in for it
         monkeypatch.setitem(registry._BACKENDS, "openxla", None)
         monkeypatch.setitem(registry._COMPILER_FNS, "openxla", backend)
@@ -64,8 +71,8 @@ def fake_xla(monkeypatch):
     return install
 
 
-def _job(model="ffn-small", **fields):
-    return JobSpec(model=model, workflow="torch_compile_openxla", precision="fp32", batch_size=2, input_len=8,
+def _job(model="ffn-small", workflow="torch_compile_openxla", **fields):
+    return JobSpec(model=model, workflow=workflow, precision="fp32", batch_size=2, input_len=8, output_len=4,
                    device="cpu", warmup=1, repeats=2, **fields)
 
 
@@ -88,7 +95,7 @@ def test_gpu_jobs_get_the_pjrt_cuda_environment(fake_xla, tmp_path):
     from mlcbench.workers.workflows.base import WorkflowContext
     from mlcbench.workers.workflows.torch_compile_openxla import TorchCompileOpenXLA
 
-    calls = fake_xla(True)
+    calls = fake_xla(True, cuda_plugin=True)
     job = _job()
     model, inputs = synthetic.build(MODELS[job.model], job, torch.float32, torch.device("cpu"))
     # a CUDA job as the openxla env sees it; the stand-in XLA device is still the CPU
@@ -99,6 +106,17 @@ def test_gpu_jobs_get_the_pjrt_cuda_environment(fake_xla, tmp_path):
     assert {key: ctx.settings[key] for key in PJRT} == expected
 
 
+def test_gpu_jobs_without_the_cuda_plugin_are_unsupported_before_pjrt_starts(fake_xla, tmp_path):
+    from mlcbench.workers.workflows.base import Unsupported, WorkflowContext
+    from mlcbench.workers.workflows.torch_compile_openxla import TorchCompileOpenXLA
+
+    calls = fake_xla(True, cuda_plugin=False)
+    ctx = WorkflowContext(job=_job(), device=torch.device("cuda"), dtype=torch.float32, cache_dir=tmp_path)
+    with pytest.raises(Unsupported, match="CUDA PJRT plugin \\(torch_xla_cuda_plugin\\).*only on Google's storage"):
+        TorchCompileOpenXLA().compile_module(torch.nn.Linear(2, 2), (torch.ones(1, 2),), ctx)
+    assert calls["env_at_import"] is None and "PJRT_DEVICE" not in os.environ
+
+
 def test_an_environment_already_set_is_kept_and_recorded(fake_xla, monkeypatch, tmp_path):
     fake_xla(True)
     monkeypatch.setenv("PJRT_DEVICE", "CUDA_CUSTOM")
@@ -106,14 +124,33 @@ def test_an_environment_already_set_is_kept_and_recorded(fake_xla, monkeypatch, 
     assert result.metrics.settings["PJRT_DEVICE"] == "CUDA_CUSTOM"
 
 
-def test_llms_are_refused_with_reason(fake_xla, tmp_path):
-    fake_xla(True)
-    result = run_job(_job(model="llama-2layer"), tmp_path)
-    assert result.status == "unsupported" and "torch_xla" in result.reason
+@pytest.mark.parametrize("workflow, cache", [("torch_compile_openxla", "dynamic"),
+                                             ("torch_compile_openxla_static", "static")])
+def test_llms_generate_with_the_compiled_forward_and_count_graphs(fake_xla, tmp_path, workflow, cache):
+    calls = fake_xla(True)
+    result = run_job(_job(model="llama-2layer", workflow=workflow), tmp_path)
+    assert result.status == "ok", result.error
+    assert result.correctness.passed and result.metrics.output_tokens == 4
+    settings = result.metrics.settings
+    assert settings["cache"] == cache and settings["compiled"] == "model.forward"
+    assert settings["compiled_graphs"] == calls["backend"] > 0  # every graph went through the openxla backend
+    assert settings["xla_compiles"] == calls["backend"]
+    assert calls["sync"] == calls["wait"] >= 1 + 1 + 2  # first call, warm-up, repeats
+    if cache == "static":  # one shape for prefill, one for every decode step
+        assert settings["compiled_graphs"] <= 2
 
 
-def test_missing_torch_xla_is_unsupported(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "torch_xla", None)
-    result = run_job(_job(), tmp_path)
-    assert result.status == "unsupported"
-    assert "torch_xla not importable" in result.reason
+def test_the_xla_runner_records_xla_compiles_at_the_first_call_and_in_all(tmp_path):
+    from mlcbench.workers.workflows.base import Generation, WorkflowContext
+    from mlcbench.workers.workflows.torch_compile_openxla import XLAGenerateRunner
+
+    class Generate:
+        def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None):
+            return Generation(tokens=torch.zeros(input_ids.shape[0], max_new_tokens, dtype=torch.long))
+
+    compiles = iter([5, 7, 7])
+    ctx = WorkflowContext(job=_job(), device=torch.device("cpu"), dtype=torch.float32, cache_dir=tmp_path)
+    runner = XLAGenerateRunner(Generate(), torch.device("cpu"), ctx, compiles=lambda: next(compiles))
+    for _ in range(3):
+        assert runner.generate(torch.ones(2, 3, dtype=torch.long), 4).tokens.shape == (2, 4)
+    assert (ctx.settings["xla_compiles_first_call"], ctx.settings["xla_compiles"]) == (5, 7)

@@ -1,16 +1,30 @@
-"""torch.compile(backend="openxla") on a torch_xla device (the openxla env: torch 2.5 + torch_xla 2.5, CUDA 12.4).
+"""torch.compile(backend="openxla") on a torch_xla device (the openxla env: torch 2.5 + torch_xla 2.5).
 
-Module and inputs are moved to the XLA device once (the timed calls measure the computation, not transfers); the
-output stays an XLA tensor, and ctx.sync flushes the pending graph and waits for the device.
+Synthetic models: module and inputs are moved to the XLA device once (the timed calls measure the computation, not
+transfers); the output stays an XLA tensor, and ctx.sync flushes the pending graph and waits for the device.
 
-LLMs are refused: generate() only auto-compiles on CUDA devices, and a hand-compiled static-cache forward on torch_xla
-needs a per-step sync of the lazy host-side decode ops, which we cannot test without a GPU torch_xla build."""
+LLMs: the paper's recipe taken literally: model and prompt on the XLA device, the forward compiled with
+backend="openxla", Hugging Face generate() with the default dynamic cache. The cache grows every step, so dynamo
+compiles a graph per shape until its cache limit, after which torch_xla traces the steps lazily. The static variant
+(torch_compile_openxla_static) keeps every decode step's shapes equal. XLA's own compilations (which dynamo's counters
+do not see) are recorded as the xla_compiles settings. Tokens and logits come back to the prompt's device, where
+eager's reference was made.
 
+A GPU job needs torch_xla's CUDA PJRT plugin (torch_xla_cuda_plugin), which is published only on Google's storage:
+without it the job is unsupported, not silently run by XLA on the CPU.
+"""
+
+import importlib.util
 import os
+from typing import Callable, Optional
 
 import torch
 
-from mlcbench.workers.workflows.base import Unsupported, Workflow, require
+from mlcbench.workers.decode import Generation
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
+from mlcbench.workers.workflows.base import Unsupported, Workflow, WorkflowContext, require
+
+CUDA_PLUGIN = "torch_xla_cuda_plugin"
 
 
 def _pjrt_environment(device_type: str) -> dict:
@@ -20,30 +34,77 @@ def _pjrt_environment(device_type: str) -> dict:
     return {"PJRT_DEVICE": "CPU"}
 
 
+def xla_device(ctx: WorkflowContext) -> torch.device:
+    """The XLA device for this job (PJRT set up for the job's device first), with ctx.sync set to wait for it."""
+    if ctx.device.type == "cuda" and importlib.util.find_spec(CUDA_PLUGIN) is None:
+        raise Unsupported(f"torch_xla on a GPU needs its CUDA PJRT plugin ({CUDA_PLUGIN}), which is not installed "
+                          f"here: it is published only on Google's storage, not PyPI (a CPU build of torch_xla runs "
+                          f"PJRT on the CPU only)")
+    for key, value in _pjrt_environment(ctx.device.type).items():  # read by torch_xla when it loads
+        ctx.settings[key] = os.environ.setdefault(key, value)
+    torch_xla = require("torch_xla", "the openxla env's PyTorch/XLA")
+    xm = require("torch_xla.core.xla_model")
+    # torch_xla.device() / torch_xla.sync() are the current names; older releases only have the xm ones
+    device = torch_xla.device() if hasattr(torch_xla, "device") else xm.xla_device()
+    flush = getattr(torch_xla, "sync", None) or xm.mark_step
+
+    def sync(_: object) -> None:
+        flush()
+        xm.wait_device_ops()
+
+    ctx.sync = sync
+    ctx.apply(backend="openxla")
+    ctx.settings.update(xla_device=str(device), torch_xla=getattr(torch_xla, "__version__", "unknown"))
+    return device
+
+
+def xla_compiles() -> int:
+    """XLA compilations so far in this process (torch_xla's CompileTime metric; dynamo's counters do not see them)."""
+    metrics = require("torch_xla.debug.metrics")
+    data = metrics.metric_data("CompileTime")
+    return int(data[0]) if data else 0
+
+
+class XLAGenerateRunner:
+    """An LLMRunner around generate() on the XLA device: the prompt goes there, tokens and logits come back."""
+
+    def __init__(self, generate: HFGenerateRunner, device: torch.device, ctx: WorkflowContext,
+                 compiles: Callable[[], int] = xla_compiles):
+        self._generate = generate
+        self._device = device
+        self._settings = ctx.settings
+        self._compiles = compiles
+
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
+                 on_token: Optional[Callable[[], None]] = None) -> Generation:
+        out = self._generate.generate(input_ids.to(self._device), max_new_tokens, with_logits, on_token)
+        compiles = self._compiles()
+        self._settings.setdefault("xla_compiles_first_call", compiles)
+        self._settings["xla_compiles"] = compiles
+        logits = None if out.step_logits is None else out.step_logits.to(input_ids.device)
+        return Generation(tokens=out.tokens.to(input_ids.device), step_logits=logits)
+
+
 class TorchCompileOpenXLA(Workflow):
     name = "torch_compile_openxla"
+    # generate()'s KV cache: "dynamic" (the paper's recipe, Hugging Face's default) or "static"
+    cache = "dynamic"
 
     def compile_module(self, module, inputs, ctx):
-        for key, value in _pjrt_environment(ctx.device.type).items():  # read by torch_xla when it loads
-            ctx.settings[key] = os.environ.setdefault(key, value)
-        torch_xla = require("torch_xla", "the openxla env's PyTorch/XLA")
-        xm = require("torch_xla.core.xla_model")
-        # torch_xla.device() / torch_xla.sync() are the current names; older releases only have the xm ones
-        device = torch_xla.device() if hasattr(torch_xla, "device") else xm.xla_device()
-        flush = getattr(torch_xla, "sync", None) or xm.mark_step
-
-        def sync(_: object) -> None:
-            flush()
-            xm.wait_device_ops()
-
+        device = xla_device(ctx)
         module.to(device)
         on_device = tuple(tensor.to(device) for tensor in inputs)
         compiled = torch.compile(module, backend="openxla", dynamic=False)
-        ctx.sync = sync
-        ctx.apply(backend="openxla", dynamic_shapes=False)
-        ctx.settings.update(xla_device=str(device), torch_xla=getattr(torch_xla, "__version__", "unknown"))
+        ctx.apply(dynamic_shapes=False)
         return lambda *_: compiled(*on_device)
 
     def prepare_llm(self, model, ctx):
-        raise Unsupported("torch_compile_openxla: LLM decoding on torch_xla (hand-compiled static-cache forward "
-                          "with per-step syncs) is not implemented in this worker")
+        device = xla_device(ctx)
+        model.to(device)
+        model.forward = torch.compile(model.forward, backend="openxla")
+        ctx.apply(kv_cache=self.cache, dynamic_shapes=self.cache == "dynamic", decode_loop="hf_generate")
+        ctx.settings["compiled"] = "model.forward"
+        # disable_compile: generate() must not compile the forward a second time (with inductor) on a GPU
+        static = {"cache_implementation": "static"} if self.cache == "static" else {}
+        return XLAGenerateRunner(HFGenerateRunner(model, disable_compile=True, **static), device, ctx)
+
