@@ -61,7 +61,8 @@ def test_openxla_jobs_run_on_torch_xla_and_agree_with_eager(openxla_image, tmp_p
             assert row.correct, row.model
             result = row.result()
             settings = result.metrics.settings
-            assert (settings["torch_xla"], settings["PJRT_DEVICE"], settings["backend"]) == ("2.5.0", "CPU", "openxla")
+            assert (settings["torch_xla"], settings["PJRT_DEVICE"], result.metrics.applied.backend) == (
+                "2.5.0", "CPU", "openxla")
             assert result.provenance.packages["torch"].startswith("2.5.0")
     llm = next(row.result() for row in rows if row.model == "llama-2layer" and row.workflow == "torch_compile_openxla")
-    assert llm.metrics.settings["compiled_graphs"] > 0 and llm.metrics.settings["xla_compiles"] > 0
+    assert llm.metrics.applied.compiled_graphs > 0 and llm.metrics.settings["xla_compiles"] > 0

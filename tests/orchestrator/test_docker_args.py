@@ -147,6 +147,27 @@ def test_base_image_override_becomes_a_build_arg(envs_copy):
     assert args["PIP_INDEX_URL"] == "https://pypi.example"
 
 
+def test_a_build_profile_puts_its_base_image_and_build_args_over_the_envs(envs_copy):
+    toml = envs_copy / "cpu" / "env.toml"
+    toml.write_text('build_args = { TORCH_INDEX_URL = "https://mirror.example/cpu", KEEP = "1" }\n'
+                    + toml.read_text()
+                    + '[profiles.slim]\ndescription = "another base"\nbase_image = "mlcbench-base/debian:bookworm"\n'
+                      'build_args = { TORCH_INDEX_URL = "" }\n')
+    env, slim = load_env("cpu"), load_env("cpu", "slim")
+    assert build_args(slim, BuildOptions()) == {"TORCH_INDEX_URL": "", "KEEP": "1",
+                                                "BASE_IMAGE": "mlcbench-base/debian:bookworm"}
+    assert slim.name == env.name and slim.description == "another base"  # its results are the env's
+    assert image_tag(slim) != image_tag(env) and image_tag(slim).startswith("mlcbench/cpu:")
+    with pytest.raises(UsageError, match=r"env 'cpu' has no build profile 'gpu' \(its profiles: slim\)"):
+        load_env("cpu", "gpu")
+
+
+def test_the_openxla_cpu_profile_builds_without_the_cuda_plugin_for_the_cpu():
+    args = build_args(load_env("openxla", "cpu"), BuildOptions())
+    assert (args["TORCH_INDEX_URL"], args["TORCH_XLA_CUDA_PLUGIN"], args["PJRT_DEVICE"]) == ("", "", "CPU")
+    assert "PJRT_DEVICE" not in load_env("openxla").run.env  # the image says which device: run options are shared
+
+
 def test_unknown_env_is_a_usage_error(envs_copy):
     with pytest.raises(UsageError, match=r"unknown env 'nope'.*known envs: cpu"):
         load_env("nope")

@@ -47,6 +47,21 @@ def test_empty_filters_are_refused_not_everything(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_filter_value_the_suite_lacks_is_refused_naming_the_suites_that_have_it(tmp_path):
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    done = runner.invoke(app, ["sweep", "--suite", "tiny", "--workflow", "eager,torch_compile_openxla", "--db", db])
+    assert done.exit_code == ExitCode.USAGE, done.output
+    assert done.stderr.startswith("error: workflow 'torch_compile_openxla' is not in suite 'tiny' "
+                                  "(suites that have it: paper, smoke)")
+    done = runner.invoke(app, ["sweep", "--suite", "smoke", "--batch-size", "4,64", "--db", db])
+    assert done.exit_code == ExitCode.USAGE
+    assert "batch size 64 is not in suite 'smoke' (suites that have it: paper" in done.stderr
+    # each value is in the suite, not both together
+    done = runner.invoke(app, ["sweep", "--suite", "smoke", "--model", "llama-2layer", "--batch-size", "4", "--db", db])
+    assert done.exit_code == ExitCode.USAGE and "the filters leave no job of suite 'smoke'" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_version():
     done = runner.invoke(app, ["--version"])
     assert done.exit_code == 0 and re.fullmatch(r"mlcbench \d+\.\d+\.\d+\S*\n", done.stdout)

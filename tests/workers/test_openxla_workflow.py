@@ -131,17 +131,19 @@ def test_llms_generate_with_the_compiled_forward_and_count_graphs(fake_xla, tmp_
     result = run_job(_job(model="llama-2layer", workflow=workflow), tmp_path)
     assert result.status == "ok", result.error
     assert result.correctness.passed and result.metrics.output_tokens == 4
-    settings = result.metrics.settings
-    assert settings["cache"] == cache and settings["compiled"] == "model.forward"
-    assert settings["compiled_graphs"] == calls["backend"] > 0  # every graph went through the openxla backend
+    applied, settings = result.metrics.applied, result.metrics.settings
+    assert (applied.backend, applied.kv_cache, applied.decode_loop) == ("openxla", cache, "hf_generate")
+    assert settings["compiled"] == "model.forward"
+    assert applied.compiled_graphs == calls["backend"] > 0  # every graph went through the openxla backend
     assert settings["xla_compiles"] == calls["backend"]
     assert calls["sync"] == calls["wait"] >= 1 + 1 + 2  # first call, warm-up, repeats
     if cache == "static":  # one shape for prefill, one for every decode step
-        assert settings["compiled_graphs"] <= 2
+        assert applied.compiled_graphs <= 2
 
 
 def test_the_xla_runner_records_xla_compiles_at_the_first_call_and_in_all(tmp_path):
-    from mlcbench.workers.workflows.base import Generation, WorkflowContext
+    from mlcbench.workers.decode import Generation
+    from mlcbench.workers.workflows.base import WorkflowContext
     from mlcbench.workers.workflows.torch_compile_openxla import XLAGenerateRunner
 
     class Generate:
