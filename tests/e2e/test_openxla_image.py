@@ -47,14 +47,14 @@ def openxla_image():
 def test_openxla_jobs_run_on_torch_xla_and_agree_with_eager(openxla_image, tmp_path):
     db = f"sqlite:///{tmp_path / 'results.db'}"
     outcome = CliRunner().invoke(app, [
-        "sweep", "--env", "openxla", "--gpu", "cpu", "--suite", "smoke", "--model", "ffn-small,matmul-small,llama-2layer",
+        "sweep", "--env", "openxla", "--gpu", "cpu", "--suite", "smoke", "--model", "ffn-small,llama-2layer",
         "--workflow", "eager,torch_compile_openxla", "--batch-size", "1", "--db", db,
         "--workdir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")])
     assert outcome.exit_code == 0, outcome.output
 
     rows = Store(db).rows(env="openxla")
     assert {(row.model, row.workflow, row.status) for row in rows} == {
-        (model, workflow, "ok") for model in ("ffn-small", "matmul-small", "llama-2layer")
+        (model, workflow, "ok") for model in ("ffn-small", "llama-2layer")
         for workflow in ("eager", "torch_compile_openxla")}
     assert {row.image_digest for row in rows} == {openxla_image.digest}
     for row in rows:
