@@ -16,14 +16,23 @@ def _both_half_precisions(**entry) -> list[SuiteEntry]:
 
 # a CPU's timings vary too much to converge: the minimum of 3 processes, no more
 SMOKE_REPETITION = Repetition(processes=3, max_processes=3)
-# how the trust and crossgen suites measure a cell (the same, so that a crossgen sweep into a trust store reuses
-# the cells they share): sub-millisecond FFN calls in up to 5 processes, whole LLM generate() calls in 3
+# how the trust suite measures a cell: sub-millisecond FFN calls in up to 5 processes, whole LLM generate() calls
+# in 3 (crossgen times its FFN cells the same way, so that a crossgen sweep into a trust store reuses them)
 FFN_TIMING = dict(warmup=10, repeats=30, repetition=Repetition(processes=3, max_processes=5, max_s=60), timeout_s=600)
 LLM_TIMING = dict(warmup=0, repeats=2, repetition=Repetition(processes=3, max_processes=3), timeout_s=900)
 # the ort suite establishes what runs and the host-copy effect (10x and more), in one process per cell: it has to
 # fit in minutes of GPU time, exports included
 ORT_TIMING = dict(warmup=10, repeats=50, repetition=Repetition(processes=1, max_processes=1), timeout_s=600)
 ORT_LLM_TIMING = dict(warmup=2, repeats=5, repetition=Repetition(processes=1, max_processes=1), timeout_s=1200)
+
+# the compiled decode loops beside eager on both LLMs, shared by the decode and crossgen suites (so that a crossgen
+# sweep into a store that holds a decode sweep reuses its cells)
+DECODE_ENTRIES = [
+    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1], warmup=1, repeats=3,
+               repetition=Repetition(processes=2, max_processes=2), timeout_s=900),
+    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[64], warmup=1, repeats=3,
+               repetition=Repetition(processes=1, max_processes=1), timeout_s=900),
+]
 
 SUITES: dict[str, Suite] = {
     "paper": Suite(
@@ -70,12 +79,7 @@ SUITES: dict[str, Suite] = {
         description="the compiled decode loops beside eager on both LLMs at batch 1 and 64; batch 1 in 2 worker "
                     "processes (the first compiles cold, the second warm from the env's Inductor cache), batch 64 in "
                     "one: a whole-step compile costs minutes cold",
-        entries=[
-            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1], warmup=1, repeats=3,
-                       repetition=Repetition(processes=2, max_processes=2), timeout_s=900),
-            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[64], warmup=1, repeats=3,
-                       repetition=Repetition(processes=1, max_processes=1), timeout_s=900),
-        ],
+        entries=DECODE_ENTRIES,
     ),
     "ort": Suite(
         name="ort",
@@ -99,12 +103,13 @@ SUITES: dict[str, Suite] = {
     ),
     "crossgen": Suite(
         name="crossgen",
-        description="one GPU generation against the next: both LLMs (eager and compiled decode) and the FFN models, "
-                    "batch 1/16/64, timed as the trust suite times them; run it on each GPU, merge the stores, then "
+        description="one GPU generation against the next: the FFN models at batch 1/16/64 as the trust suite times "
+                    "them, both LLMs (eager and the compiled decode loops) as the decode suite does, at batch 1 and "
+                    "64 (a cold whole-step compile costs minutes); run it on each GPU, merge the stores, then "
                     "`mlcbench compare --gpu A --gpu B`",
         entries=[
             SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 16, 64], **FFN_TIMING),
-            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1, 16, 64], **LLM_TIMING),
+            *DECODE_ENTRIES,
         ],
     ),
     "tiny": Suite(
