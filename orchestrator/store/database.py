@@ -104,6 +104,12 @@ def _columns(result: Result) -> dict:
 Filter = Optional[Iterable[str] | str]
 
 
+def _calibration_row(calibration: Calibration) -> CalibrationRow:
+    return CalibrationRow(sweep_id=calibration.sweep_id, env=calibration.env, gpu_tag=calibration.gpu_tag,
+                          gpu_uuid=calibration.gpu.uuid if calibration.gpu else None,
+                          measured_at=calibration.measured_at, calibration_json=calibration.model_dump_json())
+
+
 class Store:
     def __init__(self, url: str = DEFAULT_DB, create: bool = True, *, pooled: bool = True):
         """create=False (commands that only read): no store is created where there is none, and a store that cannot
@@ -125,11 +131,14 @@ class Store:
         """Add one attempt at its cell; the cell's earlier attempts stay."""
         self.put_all([(result, sweep_id)])
 
-    def put_all(self, attempts: Iterable[tuple[Result, Optional[str]]]) -> None:
-        """Add attempts (result, sweep id) in one transaction: all of them or, on any failure, none."""
+    def put_all(self, attempts: Iterable[tuple[Result, Optional[str]]],
+                calibrations: Iterable[Calibration] = ()) -> None:
+        """Add attempts (result, sweep id), and measured ceilings, in one transaction: all of them or, on any failure,
+        none."""
         try:
             with Session(self.engine) as session, session.begin():
                 session.add_all(ResultRow(**_columns(result), sweep_id=sweep_id) for result, sweep_id in attempts)
+                session.add_all(_calibration_row(calibration) for calibration in calibrations)
         except DBAPIError as error:
             raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error)}; what "
                                      f"was stored before is kept, run the same command again once it is mended") \
@@ -137,10 +146,7 @@ class Store:
 
     def put_calibration(self, calibration: Calibration) -> None:
         with Session(self.engine) as session, session.begin():
-            session.add(CalibrationRow(
-                sweep_id=calibration.sweep_id, env=calibration.env, gpu_tag=calibration.gpu_tag,
-                gpu_uuid=calibration.gpu.uuid if calibration.gpu else None, measured_at=calibration.measured_at,
-                calibration_json=calibration.model_dump_json()))
+            session.add(_calibration_row(calibration))
 
     def calibrations(self, gpu_tags: Filter = None) -> list[Calibration]:
         """The measured ceilings of every sweep (on these GPU tags), oldest first; one that does not read (a newer

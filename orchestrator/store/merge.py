@@ -14,10 +14,11 @@ class MergeCounts:
     known: int = 0  # attempts the target already held
     new_cells: int = 0
     changed_cells: int = 0  # cells whose result is now another attempt
+    calibrations: int = 0  # measured GPU ceilings added
 
     def describe(self) -> str:
         return (f"{self.added} attempt(s) added, {self.known} already there; {self.new_cells} new cell(s), "
-                f"{self.changed_cells} cell(s) with another result now")
+                f"{self.changed_cells} cell(s) with another result now; {self.calibrations} GPU calibration(s)")
 
 
 def _cell(result: Result) -> tuple[str, str, str]:
@@ -27,7 +28,8 @@ def _cell(result: Result) -> tuple[str, str, str]:
 def merge(sources: list[Store], target: Store) -> MergeCounts:
     before = {_cell(result): result for result in target.cells()}
     seen = {result.model_dump_json() for result in target.history()}
-    attempts, counts = [], MergeCounts()
+    measured = {calibration.model_dump_json() for calibration in target.calibrations()}
+    attempts, calibrations, counts = [], [], MergeCounts()
     for source in sources:
         for row, result in source.attempts():
             text = result.model_dump_json()
@@ -36,7 +38,12 @@ def merge(sources: list[Store], target: Store) -> MergeCounts:
                 continue
             seen.add(text)
             attempts.append((result, row.sweep_id))
-    target.put_all(attempts)
+        for calibration in source.calibrations():  # the ceilings the sources' sweeps measured, once each
+            if calibration.model_dump_json() not in measured:
+                measured.add(calibration.model_dump_json())
+                calibrations.append(calibration)
+    target.put_all(attempts, calibrations)
+    counts.calibrations = len(calibrations)
     after = {_cell(result): result for result in target.cells()}
     counts.added = len(attempts)
     counts.new_cells = len(after.keys() - before.keys())

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.store import Store
+from mlcbench.schema import Calibration
 from tests.reports.conftest import T0, TINYLLAMA_TOKENS, fixture_results, make_result, store_with
 
 runner = CliRunner()
@@ -182,3 +183,15 @@ def test_merge_adds_nothing_twice_and_a_crash_never_hides_another_hosts_ok(store
 def test_merge_refuses_a_missing_source(tmp_path):
     result = runner.invoke(app, ["merge", str(tmp_path / "nope.db"), "--into", str(tmp_path / "c.db")])
     assert result.exit_code == 2 and "no such store file" in result.output
+
+
+def test_merge_copies_each_sources_measured_gpu_ceilings_once(tmp_path):
+    calibration = Calibration(device="cuda", copy_bytes=1 << 30, copy_gbs=2980.0, gemm_n=8192,
+                              gemm_tflops={"bf16": 790.0}, gpu_tag="h100", env="local", sweep_id="s1")
+    source = tmp_path / "source.db"
+    store_with(source, [make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=1.0)])
+    Store(url(source)).put_calibration(calibration)
+    target = tmp_path / "merged.db"
+    for _ in range(2):
+        assert run("merge", str(source), "--into", str(target)).exit_code == 0
+        assert Store(url(target)).calibrations() == [calibration]
