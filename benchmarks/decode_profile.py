@@ -75,8 +75,11 @@ def summarize(kernels: list[dict], steps: int, wall_ms: float) -> dict:
 
 
 def profile_steps(runner: CompiledStepRunner, prompt: torch.Tensor, steps: int, trace_path: Path) -> float:
-    """Wall milliseconds of `steps` decode steps (CUDA events), traced into trace_path."""
+    """Wall milliseconds of `steps` decode steps (CUDA events), traced into trace_path. A whole generation first, so
+    that the step's CUDA graph is recorded before the trace starts (its recording inflated the step time otherwise);
+    the loop then replays it as the runner does (a new step marked, outputs copied before the next replay)."""
     model, eos = runner.model, runner.eos_ids
+    runner.generate(prompt, steps + 1)
     token, _ = runner.prefill(model, prompt, eos)
     position = torch.full((1,), prompt.shape[1], dtype=torch.long, device="cuda")
     torch.cuda.synchronize()
@@ -85,7 +88,9 @@ def profile_steps(runner: CompiledStepRunner, prompt: torch.Tensor, steps: int, 
     with torch.profiler.profile(activities=activities) as profiler:
         start.record()
         for _ in range(steps):
+            torch.compiler.cudagraph_mark_step_begin()
             token, position, _ = runner.step(model, token, position, eos)
+            token, position = token.clone(), position.clone()
         end.record()
         torch.cuda.synchronize()
     profiler.export_chrome_trace(str(trace_path))
