@@ -73,7 +73,18 @@ def is_final(result: Optional[Result], config_key: str) -> bool:
     library installed, is worth another try)."""
     if result is None or result.status not in FINAL_STATUSES:
         return False
-    return result.status == "ok" or result.provenance.config_key == config_key
+    if result.status == "ok":
+        return measured_in_full(result)
+    return result.provenance.config_key == config_key
+
+
+def measured_in_full(result: Result) -> bool:
+    """Every process its repetition asks for ran, or one was lost (which ends a cell): not a cell a stopped sweep
+    stored with what it had measured so far."""
+    latency = result.metrics.latency
+    if latency is None or not latency.processes or latency.lost_processes:
+        return True
+    return len(latency.processes) >= result.job.repetition.processes
 
 
 def _has(jobs: list[JobSpec], attribute: str, value: object) -> bool:

@@ -175,6 +175,11 @@ def _run_env(env: EnvSpec, jobs: list[JobSpec], options: SweepOptions, runtime_f
             units = work_units(runtimes[0][1].isolate_groups, order, len(runtimes))
             _run_units(runtimes, units, on_result, calibrator, writer.started, stop,
                        workdir / f"round-{round_index:02d}")
+        # a stopped sweep keeps what it measured: a cell short of its processes is stored as it stands (its interval
+        # wider, or none), and the next sweep measures it again in full (planner.measured_in_full)
+        for cell in cells.values():
+            if not cell.stored and (cell.ok or cell.lost is not None):
+                writer.put(cell.result(), env.name, options.target.tag, cell.digest)
     finally:
         for _, runtime in runtimes:
             runtime.close()

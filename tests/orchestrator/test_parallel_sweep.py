@@ -8,6 +8,7 @@ import pytest
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target, resolve_target, select_gpus
+from mlcbench.orchestrator.planner import measured_in_full
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
@@ -92,10 +93,10 @@ def test_a_stop_request_lets_each_job_in_flight_end_and_be_stored_then_a_rerun_f
     first = sweeping.run(options(tmp_path, 2, grid_suite()), store, StopAtFirstResult(),
                          runtime_factory=simulated(), stop=stop)
     assert first.interrupted
-    # the first result, and at most the job the other GPU had in flight
+    # the first cell, and at most the one the other GPU had in flight
     assert 1 <= len(store.rows()) <= 2
     second = sweeping.run(options(tmp_path, 2, grid_suite()), store, runtime_factory=simulated())
-    assert not second.interrupted and second.skipped == len(first.stored)
+    assert not second.interrupted and second.skipped == sum(measured_in_full(result) for result in first.stored)
     rows = store.rows()
     assert len(rows) == 16 and len({row.job_id for row in rows}) == 16
 

@@ -6,6 +6,8 @@ from typing import Optional
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.planner import measured_in_full
+from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
 from mlcbench.schema import JobSpec, Metrics, ProcessTiming, Repetition, Result, Suite, SuiteEntry, Timing
@@ -96,3 +98,29 @@ def test_a_process_that_crashes_after_others_ran_keeps_their_data_and_says_so(tm
     assert crashed.status == "ok" and len(crashed.metrics.latency.processes) == 1
     assert crashed.metrics.latency.lost_processes == 1 and "ended crashed" in crashed.reason
     assert len(rows[("matmul-small", "eager", 2)].result().metrics.latency.processes) == 3
+
+
+def test_a_stopped_sweep_stores_the_processes_it_measured_and_the_next_measures_those_cells_in_full(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    stop = StopRequest()
+
+    class StopInTheSecondRound(sweeping.SweepListener):
+        def round_started(self, index: int, cells: int) -> None:
+            if index == 1:
+                stop.after_job.set()
+
+    def run(listener: sweeping.SweepListener, stop: StopRequest) -> sweeping.SweepReport:
+        options = sweeping.SweepOptions(suite=_suite(Repetition(processes=3, max_processes=3)), env_names=["local"],
+                                        workdir=tmp_path / "work", target=Target(tag="cpu", device="cpu", gpus=()))
+        runtime = lambda env, _o, _g: SimulatedRuntime(env, seconds=lambda job: 0.0,  # noqa: E731
+                                                       answer=lambda job: _timed(job, [1.0, 1.1, 0.9]))
+        return sweeping.run(options, store, listener, runtime_factory=runtime, stop=stop)
+
+    first = run(StopInTheSecondRound(), stop)
+    assert first.interrupted and len(first.stored) == 8  # every cell ran once: nothing it measured is dropped
+    assert all(len(result.metrics.latency.processes) == 1 and not measured_in_full(result) for result in first.stored)
+    second = run(sweeping.SweepListener(), StopRequest())
+    assert second.skipped == 0 and not second.interrupted
+    cells = store.cells()
+    assert len(cells) == 8 and all(len(result.metrics.latency.processes) == 3 for result in cells)
+    assert len(store.history()) == 16  # the stopped sweep's attempts stay as history
