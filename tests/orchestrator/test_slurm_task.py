@@ -29,7 +29,8 @@ def test_a_task_run_again_redoes_nothing_it_stored(tmp_path):
     path, plan = write_plan(tmp_path, rerun=False)
     first = run_task(path, 0, runtime_factory=simulated)
     again = run_task(path, 0, runtime_factory=simulated)
-    assert [result.job_id for result in first.stored] == [job.job_id for job in plan.tasks[0].jobs]
+    # every job of the task once (the cells of a round run in a shuffled order)
+    assert sorted(result.job_id for result in first.stored) == sorted(job.job_id for job in plan.tasks[0].jobs)
     assert again.stored == []
     assert len(Store(plan.store_url).rows()) == 3
 

@@ -34,8 +34,10 @@ def report_dir(store_path, tmp_path) -> Path:
 
 
 def test_every_image_loads(report_dir, tmp_path):
+    figures = sorted(path.name for path in report_dir.glob("*.png"))
+    assert len(figures) == 8 and "generations-h100-vs-rtx4090.png" in figures  # the cross-GPU figure too
     dom = chromium(tmp_path / "profile", "--dump-dom", (report_dir / "index.html").as_uri()).stdout
-    assert 'data-image-count="7"' in dom
+    assert f'data-image-count="{len(figures)}"' in dom
     assert 'data-images-ok="true"' in dom
 
 
