@@ -100,9 +100,6 @@ class ModelInfo(StrictModel):
         norms = 2 * h
         return self.num_hidden_layers * (attn + mlp + norms) + 2 * self.vocab_size * h + h
 
-    def weight_bytes(self, precision: str) -> int:
-        return self.parameter_count() * _element_bytes(precision)
-
     def decode_step_bytes(self, precision: str, batch: int, context: int) -> int:
         """What one LLM decode step must read at least: every weight but the embedding table (of which it reads only
         `batch` rows), and the K and V of `context` positions per row in every layer."""
