@@ -6,6 +6,7 @@
 #   benchmarks/trust.sh h100                 # both sweeps, then the comparison (~2 x 6 min on an H100, see README)
 #   benchmarks/trust.sh h100 1               # only the first sweep (the device allows 10 minutes a command)
 #   benchmarks/trust.sh h100 2 compare       # the second, then the comparison
+#   SWEEP_TIMEOUT_S=550 benchmarks/trust.sh h100 1   # stopped (cells measured so far kept) after 550 s
 set -uo pipefail
 gpu=${1:?usage: benchmarks/trust.sh GPU_TAG [1|2|compare ...]}
 shift
@@ -21,7 +22,10 @@ for step in $steps; do
     continue
   fi
   start=$SECONDS
-  $mlcbench sweep --env local --gpu "$gpu" --suite trust --db "sqlite:///$out/$gpu-trust-$step.db"
+  # SWEEP_TIMEOUT_S: stop the sweep as Ctrl-C does (it stores every cell it measured) before the device's call limit;
+  # the same command again measures what is left
+  timeout -s INT "${SWEEP_TIMEOUT_S:-0}" \
+    $mlcbench sweep --env local --gpu "$gpu" --suite trust --db "sqlite:///$out/$gpu-trust-$step.db"
   echo "sweep $step: exit $?, $((SECONDS - start)) s" | tee -a "$out/$gpu-trust-times.txt"
   $mlcbench export --db "sqlite:///$out/$gpu-trust-$step.db" --format csv --out "$out/$gpu-trust-$step.csv"
 done

@@ -75,15 +75,20 @@ class Applied(StrictModel):
     execution_providers: tuple[str, ...] = ()
     export: Optional[Literal["torch.export", "onnx"]] = None
     io_binding: Optional[bool] = None
-    # graphs dynamo compiled through the first call (0: the workflow ran eagerly, whatever its name)
+    # graphs dynamo compiled through the first call, or loaded whole from its precompile cache (0: the workflow ran
+    # eagerly, whatever its name)
     compiled_graphs: Optional[int] = None
+    # the on-disk caches its compiles read and wrote: "inductor" (FX graphs, AOTAutograd, Triton kernels, autotuning),
+    # "dynamo_precompile" (traced graphs and their guards)
+    compile_caches: tuple[str, ...] = ()
 
 
 class Metrics(StrictModel):
     latency: Optional[Timing] = None
     compile_s: Optional[float] = Field(None, description="JIT: preparation + first call; AOT: build time")
     compile_cache: Optional[Literal["cold", "warm"]] = Field(
-        None, description="warm: every graph Inductor compiled came from its on-disk cache; cold: one was compiled")
+        None, description="warm: every graph came from an on-disk cache (Inductor's, or dynamo's precompile cache); "
+                          "cold: one was compiled")
     load_s: Optional[float] = Field(None, description="model construction / loading")
     torch_peak_mem_bytes: Optional[int] = None
     nvml_peak_mem_bytes: Optional[int] = None

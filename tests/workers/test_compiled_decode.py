@@ -81,9 +81,21 @@ def test_compiled_decode_agrees_with_eager_cold_then_warm_from_the_cache_folder(
     assert cold.metrics.compile_cache == "cold"
     assert any((tmp_path / "torch_compile_decode" / "inductor").iterdir())
 
-    warm = run_job(job(warmup=0, repeats=1), tmp_path)  # a later worker: the same cache folder, nothing compiled in this process
-    assert warm.status == "ok" and warm.correctness.passed
+    assert cold.metrics.applied.compile_caches == ("inductor", "dynamo_precompile")
+    assert cold.metrics.settings["dynamo_trace_s"] > 0
+
+    # a later job of the same shape loads the traced step from dynamo's precompile cache: nothing is traced again
+    warm = run_job(job(warmup=0, repeats=1), tmp_path)
+    assert warm.status == "ok" and warm.correctness.passed and warm.correctness.token_agreement == 1.0
     assert warm.metrics.compile_cache == "warm"
+    assert warm.metrics.applied.compiled_graphs == 2 and "dynamo_trace_s" not in warm.metrics.settings
+
+    # another shape after that load traces again, in its own cache folder (a loaded package that has to trace the same
+    # function again fails in torch 2.13), then is itself warm
+    other_shape = run_job(job(warmup=0, repeats=1, batch_size=1), tmp_path)
+    assert other_shape.status == "ok", other_shape.error
+    assert other_shape.metrics.compile_cache == "cold" and other_shape.correctness.passed
+    assert run_job(job(warmup=0, repeats=1, batch_size=1), tmp_path).metrics.compile_cache == "warm"
 
 
 def test_cache_key_names_interpreter_torch_triton_device_and_image():
@@ -117,4 +129,4 @@ def test_cache_folder_follows_the_running_torch_version(tmp_path, monkeypatch):
     ({}, {"autograd_cache_miss": 1}, "cold"),
 ])
 def test_compile_cache_state_from_inductor_counters(inductor, aot, state):
-    assert compile_cache_state(inductor, aot) == state
+    assert compile_cache_state(inductor, aot, {}) == state

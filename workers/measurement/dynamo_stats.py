@@ -22,16 +22,30 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def compile_cache_state(inductor: Mapping[str, int], aot_autograd: Mapping[str, int]) -> Optional[str]:
-    """"warm" when every graph Inductor compiled came from its on-disk cache, "cold" when one was compiled from
-    scratch, None when Inductor compiled nothing. Judged by the FX graph cache (Inductor's own work: code generation,
-    kernel compilation, tuning), by the AOTAutograd cache where the FX graph cache was not consulted."""
+def compile_cache_state(inductor: Mapping[str, int], aot_autograd: Mapping[str, int],
+                        dynamo_cache: Mapping[str, int]) -> Optional[str]:
+    """"warm" when every graph came from an on-disk cache, "cold" when one was compiled from scratch, None when
+    nothing was compiled. Judged by the FX graph cache (Inductor's own work: code generation, kernel compilation,
+    tuning), by the AOTAutograd cache where the FX graph cache was not consulted, and by dynamo's precompile cache
+    (whose hits skip both)."""
     fx_hits, fx_misses = inductor.get("fxgraph_cache_hit", 0), inductor.get("fxgraph_cache_miss", 0)
     if fx_misses or (not fx_hits and aot_autograd.get("autograd_cache_miss", 0)):
         return "cold"
-    if fx_hits or aot_autograd.get("autograd_cache_hit", 0):
+    if fx_hits or aot_autograd.get("autograd_cache_hit", 0) or dynamo_cache.get("dynamo_cache_hit", 0):
         return "warm"
     return None
+
+
+# where a compile's time goes, as dynamo times it: tracing the bytecode, then the backend (AOTAutograd and Inductor,
+# cache loads included); the rest of a compile_s is the first call's own run and CUDA graph recording
+COMPILE_PHASES = {"bytecode_tracing": "dynamo_trace_s", "OutputGraph.call_user_compiler": "backend_s"}
+
+
+def _phase_seconds() -> dict[str, float]:
+    from torch._dynamo.utils import compile_times
+
+    names, values = compile_times(repr="csv", aggregate=True)
+    return {name: float(value) for name, value in zip(names, values) if name in COMPILE_PHASES}
 
 
 @contextmanager
@@ -42,7 +56,8 @@ def dynamo_stats() -> Iterator[dict[str, object]]:
     from torch._dynamo.utils import counters
 
     counters.clear()
-    stats: dict[str, int] = {}
+    phases_before = _phase_seconds()
+    stats: dict[str, object] = {}
     handler = _RecompileCounter()
     logger = logging.getLogger("torch._dynamo")
     torch._logging.set_logs(recompiles=True)
@@ -54,7 +69,11 @@ def dynamo_stats() -> Iterator[dict[str, object]]:
         torch._logging.set_logs()
         stats["graph_breaks"] = sum(counters["graph_break"].values())
         stats["recompiles"] = handler.count
-        stats["graphs"] = counters["stats"]["unique_graphs"]
-        stats["compile_cache"] = compile_cache_state(counters["inductor"], counters["aot_autograd"])
+        # a precompile cache hit loads a compiled function's graphs without tracing them: counted once per function
+        stats["graphs"] = counters["stats"]["unique_graphs"] + counters["dynamo_cache"]["dynamo_cache_hit"]
+        stats["compile_cache"] = compile_cache_state(counters["inductor"], counters["aot_autograd"],
+                                                     counters["dynamo_cache"])
         # CUDA graphs that Inductor was asked for and left out (mutated inputs, CPU tensors ...): a silent slow path
         stats["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"]
+        stats["phases"] = {COMPILE_PHASES[name]: round(seconds - phases_before.get(name, 0.0), 3)
+                           for name, seconds in _phase_seconds().items()}

@@ -31,10 +31,12 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
                                                                                    with_logits=True)
             with dynamo_stats() as compile_stats:
                 begin = time.perf_counter()
-                runner = workflow.prepare_llm(model, ctx)
-                prepare_s = time.perf_counter() - begin
-                first, first_call_s = timed_once(
-                    lambda: runner.generate(prompt, job.output_len, with_logits=reference is not None), cuda, ctx.sync)
+                with workflow.compiling(ctx):
+                    runner = workflow.prepare_llm(model, ctx)
+                    prepare_s = time.perf_counter() - begin
+                    first, first_call_s = timed_once(
+                        lambda: runner.generate(prompt, job.output_len, with_logits=reference is not None), cuda,
+                        ctx.sync)
         graphs_before = compiled_graphs()
         latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda, ctx.sync)
         token_times = _token_times(runner, prompt, job.output_len, cuda)
@@ -44,7 +46,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
                            f"expected {(job.batch_size, job.output_len)}")
     ttft_ms = token_times[0]
     tpot_ms = (token_times[-1] - token_times[0]) / max(len(token_times) - 1, 1)
-    ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))
+    ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats["phases"])
     ctx.apply(compiled_graphs=compile_stats["graphs"])
     if compile_stats["cudagraph_skips"]:
         ctx.settings["cudagraph_skips"] = compile_stats["cudagraph_skips"]

@@ -22,9 +22,10 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
         # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
         with peak_memory(cuda) as memory, dynamo_stats() as compile_stats:
             begin = time.perf_counter()
-            compiled = workflow.compile_module(model, inputs, ctx)
-            prepare_s = time.perf_counter() - begin
-            output, first_call_s = timed_once(lambda: compiled(*inputs), cuda, ctx.sync)
+            with workflow.compiling(ctx):
+                compiled = workflow.compile_module(model, inputs, ctx)
+                prepare_s = time.perf_counter() - begin
+                output, first_call_s = timed_once(lambda: compiled(*inputs), cuda, ctx.sync)
         latency = time_calls(lambda: compiled(*inputs), job.warmup, job.repeats, cuda, ctx.sync)
     flops = synthetic.flops(info, job)
     ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))

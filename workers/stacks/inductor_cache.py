@@ -1,12 +1,18 @@
 """Inductor's on-disk caches (FX graphs, AOTAutograd, Triton kernels, autotuning results) in the env's cache folder,
 in a subfolder named after everything that makes a compiled kernel invalid elsewhere: the image, the interpreter,
-the torch and Triton versions and the GPU. A stale cache is never read; the next worker process finds a warm one."""
+the torch and Triton versions and the GPU. A stale cache is never read; the next worker process finds a warm one.
 
+Where torch has it, dynamo's precompile cache lives beside them: the traced graphs and their guards. With Inductor's
+caches alone a warm process still traces the whole model in dynamo again (on a 32-layer Llama most of a warm compile);
+with it a warm process checks the saved guards and loads the compiled graphs."""
+
+import logging
 import os
 import platform
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from mlcbench.schema.protocol import IMAGE_DIGEST_ENV
 
@@ -40,11 +46,54 @@ def current_key(device: "torch.device") -> str:
                      os.environ.get(IMAGE_DIGEST_ENV))
 
 
-def use_cache_folder(root: Path, device: "torch.device") -> Path:
-    """Point Inductor and Triton at root/inductor/<key> for every compile from now on in this process."""
+def use_cache_folder(root: Path, device: "torch.device", shape: Optional[str] = None) -> Path:
+    """Point Inductor at root/inductor/<key> (or its subfolder `shape`) and Triton at root/inductor/<key>/triton for
+    every compile from now on in this process."""
     folder = root / "inductor" / current_key(device)
-    folder.mkdir(parents=True, exist_ok=True)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     # set explicitly: Inductor pins TRITON_CACHE_DIR to its cache folder of the moment at its first kernel
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    if shape is not None:
+        folder = folder / shape
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     return folder
+
+
+@contextmanager
+def warm_start_caches(root: Path, device: "torch.device",
+                      precompile_shape: Optional[str] = None) -> Iterator[tuple[str, ...]]:
+    """The caches a compiled workflow's preparation and first call use, named as the block's value.
+
+    With `precompile_shape` (everything the compiled functions' guards check: model, dtype, batch, lengths), dynamo's
+    precompile cache is on inside the block and written when the block's compiles succeed, in a folder of that shape
+    alone: a process that loads a function's saved graphs and then has to trace that function again, for a shape the
+    package lacks, fails (a global name installed twice; torch 2.13), so a package must only ever meet its own shape.
+    Inductor's caches move into the same folder (the graphs are per shape anyway); Triton's kernels stay shared.
+    Its guards leave out object identities (ID_MATCH, a warning per guard, silenced here): the compiled functions must
+    take the model as an argument, so a loaded graph never holds another job's module. Off after the block, so the
+    worker's other jobs compile as they would without mlcbench."""
+    import torch
+
+    config = torch._dynamo.config
+    if precompile_shape is None or not hasattr(config, "caching_precompile"):  # off, or torch without it
+        use_cache_folder(root, device)
+        yield ("inductor",)
+        return
+    from torch._dynamo.precompile_context import PrecompileContext
+    from torch._dynamo.utils import counters
+
+    use_cache_folder(root, device, precompile_shape)
+    guard_log = logging.getLogger("torch._dynamo.guards")
+    level = guard_log.level
+    guard_log.setLevel(logging.ERROR)
+    # what this block records is what it saves: not what earlier jobs in this process compiled for other shapes
+    PrecompileContext.clear()
+    traced_before = counters["stats"]["unique_graphs"]
+    try:
+        with config.patch(caching_precompile=True):
+            yield ("inductor", "dynamo_precompile")
+            # a package loaded whole is already on disk (and saving it again would write it without its graphs)
+            if counters["stats"]["unique_graphs"] > traced_before:
+                torch.compiler.save_cache_artifacts()
+    finally:
+        guard_log.setLevel(level)

@@ -1,8 +1,9 @@
 """The one interface every workflow implements."""
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Optional
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Optional
 
 from mlcbench.schema import Applied, JobSpec
 from mlcbench.schema.results import Setting
@@ -44,6 +45,11 @@ class Workflow:
 
     def prepare_llm(self, model: "torch.nn.Module", ctx: WorkflowContext) -> LLMRunner:
         raise Unsupported(f"{self.name} does not run LLMs yet")
+
+    @contextmanager
+    def compiling(self, ctx: WorkflowContext) -> Iterator[None]:
+        """Wraps preparation and the first call, where a JIT workflow compiles (its caches, for one)."""
+        yield
 
 
 def require(module: str, why: str = "") -> object:

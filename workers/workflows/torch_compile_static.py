@@ -2,18 +2,27 @@
 decode forward compiled by generate() itself (CompileConfig, default mode reduce-overhead: CUDA graphs). Inductor's
 caches live in the env's cache folder, so the next process compiles warm."""
 
+from contextlib import contextmanager
+
 from transformers import CompileConfig
 
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.stacks.inductor_cache import use_cache_folder
+from mlcbench.workers.stacks.inductor_cache import warm_start_caches
 from mlcbench.workers.workflows.base import Workflow
 
 
 class TorchCompileStatic(Workflow):
     name = "torch_compile_static"
 
+    @contextmanager
+    def compiling(self, ctx):
+        # not dynamo's precompile cache: the guards it saves for generate()'s compiled call name a closure variable
+        # of transformers' wrapper that a later process cannot resolve (AttributeError on load; torch 2.13, 5.17)
+        with warm_start_caches(ctx.cache_dir, ctx.device) as caches:
+            ctx.apply(compile_caches=caches)
+            yield
+
     def prepare_llm(self, model, ctx):
-        use_cache_folder(ctx.cache_dir, ctx.device)
         mode = ctx.job.options.compile_mode or "reduce-overhead"
         config = CompileConfig(fullgraph=True, mode=mode)
         if ctx.device.type == "cpu":
