@@ -179,6 +179,11 @@ class Provenance(StrictModel):
     packages: dict[str, str] = {}
     python: Optional[str] = None
     hostname: Optional[str] = None
+    # eager generate() is bound by the host (Python, kernel launches): two GPUs compared on different hosts differ by
+    # their CPUs too
+    host_cpu: Optional[str] = Field(None, description="the CPU's model name as the worker saw it (a container sees "
+                                                      "the host's)")
+    host_cpus: Optional[int] = Field(None, description="logical CPUs the worker process may run on")
     git_rev: Optional[str] = None
     # the host's hash of what decided which workflows the env could run (env files, installed packages): an
     # `unsupported` result decided under another configuration is tried again

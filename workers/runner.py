@@ -58,7 +58,7 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
         correctness=correctness,
         provenance=Provenance(
             gpu=gpu, packages=_package_versions(), python=platform.python_version(),
-            hostname=socket.gethostname(), started_at=started, ended_at=datetime.now(timezone.utc),
+            hostname=socket.gethostname(), host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started, ended_at=datetime.now(timezone.utc),
             clocks=[reading for reading in clocks if reading is not None],
         ),
     )
@@ -156,6 +156,27 @@ def gpu_info() -> Optional[GpuInfo]:
     except Exception:
         pass
     return GpuInfo(**info)
+
+
+@functools.cache  # the CPU does not change while a worker runs
+def host_cpu() -> Optional[str]:
+    """The CPU's model name: /proc/cpuinfo's on Linux (a container's is the host's), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def host_cpus() -> Optional[int]:
+    """The logical CPUs this process may run on: its affinity (a container's cpuset, a Slurm task's CPUs)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
 
 
 @functools.cache  # installed versions do not change while a worker runs; reading them costs ~15 ms

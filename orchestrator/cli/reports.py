@@ -11,7 +11,7 @@ from mlcbench.orchestrator.reports.data import (Comparison, Selection, compare a
                                                 load_attempts, load_results, perf_rows)
 from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_atomically, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
-from mlcbench.orchestrator.reports.crossgen import generation_rows
+from mlcbench.orchestrator.reports.crossgen import generation_rows, host_lines
 from mlcbench.orchestrator.reports.terminal import comparison_table, generation_table
 from mlcbench.orchestrator.store import DEFAULT_DB, Store, safe_url
 from mlcbench.schema import Result
@@ -125,6 +125,8 @@ def _store_name(url: str) -> str:
 
 
 def _print_comparison(comparison: Comparison) -> None:
+    for line in host_lines(comparison):
+        console.print(line, markup=False)
     console.print(comparison_table(comparison))
     generations = generation_rows(comparison)
     if generations:

@@ -40,6 +40,10 @@ def _cell(row: CompareRow) -> Optional[tuple[float, float, float]]:
     return change.value, change.low, change.high
 
 
+NOT_MEMORY_BOUND = "not memory-bound"
+BEYOND_BANDWIDTH = "beyond the bandwidth ratio"
+
+
 def verdict(low: float, high: float, expected: Prediction) -> str:
     """Which prediction the gain follows, judged on a log scale around their geometric midpoint."""
     if math.isclose(expected.bandwidth, expected.peak, rel_tol=0.05):
@@ -49,9 +53,9 @@ def verdict(low: float, high: float, expected: Prediction) -> str:
     above, below = low > midpoint, high < midpoint
     if (above and bandwidth_side) or (below and not bandwidth_side):
         beyond = low > expected.bandwidth * 1.05 if bandwidth_side else high < expected.bandwidth / 1.05
-        return "beyond the bandwidth ratio: the hosts or clocks differ" if beyond else "memory-bound"
+        return f"{BEYOND_BANDWIDTH}: the hosts or clocks differ" if beyond else "memory-bound"
     if above or below:
-        return "not memory-bound: follows the peaks (compute) or neither (host)"
+        return f"{NOT_MEMORY_BOUND}: follows the peaks (compute) or neither (host)"
     return "between the two: mixed, or noise"
 
 
@@ -95,3 +99,16 @@ def generation_rows(comparison: Comparison) -> list[GenerationRow]:
         rows.append(GenerationRow(kind, workflow, batch, len(cells), ratio, low, high, expected,
                                   verdict(low, high, expected)))
     return sorted(rows, key=lambda r: (r.kind, workflow_order(r.workflow), r.batch))
+
+
+def host_lines(comparison: Comparison) -> list[str]:
+    """Between two GPUs: the host CPUs each side ran on, one line per GPU, and a warning when they differ (a
+    host-bound workflow's gain then may be the host's)."""
+    if comparison.axis != "gpu":
+        return []
+    lines = [side.describe() for side in comparison.hosts]
+    if comparison.hosts_differ:
+        lines.append(f"{comparison.first} and {comparison.second} ran on different host CPUs: the gains of host-bound "
+                     f"workflows (eager LLM generate(), rows marked \"{NOT_MEMORY_BOUND}\" or "
+                     f"\"{BEYOND_BANDWIDTH}\") may come from the host, not the GPU")
+    return lines

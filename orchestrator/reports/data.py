@@ -602,11 +602,49 @@ class CompareRow:
 
 
 @dataclass(frozen=True)
+class HostCpu:
+    """The CPU a result's worker ran on; None where the result did not record it (stored before it was)."""
+
+    model: Optional[str]
+    cpus: Optional[int]
+
+    @property
+    def known(self) -> bool:
+        return self.model is not None or self.cpus is not None
+
+    def describe(self) -> str:
+        if not self.known:
+            return "unknown"
+        return f"{self.model or 'unknown CPU'}, {'unknown number of' if self.cpus is None else self.cpus} CPUs"
+
+
+@dataclass(frozen=True)
+class SideHosts:
+    """The host CPUs one side of a comparison measured its figures on (its results that ran ok)."""
+
+    side: str
+    hosts: frozenset[HostCpu]
+
+    def describe(self) -> str:
+        if not self.hosts:
+            return f"{self.side}: no result ran ok"
+        ordered = sorted(self.hosts, key=lambda host: (host.model or "", host.cpus or 0))
+        return f"{self.side}: host{'s' if len(ordered) > 1 else ''} " + "; ".join(h.describe() for h in ordered)
+
+
+@dataclass(frozen=True)
 class Comparison:
     axis: Axis
     first: str
     second: str
     rows: tuple[CompareRow, ...]
+    hosts: tuple[SideHosts, SideHosts]
+
+    @property
+    def hosts_differ(self) -> bool:
+        """Both sides recorded their host CPUs, and not the same ones."""
+        first, second = (frozenset(host for host in side.hosts if host.known) for side in self.hosts)
+        return bool(first) and bool(second) and first != second
 
     @property
     def title(self) -> str:
@@ -650,14 +688,19 @@ def compare_stores(first_rows: Iterable[PerfRow], second_rows: Iterable[PerfRow]
 
 def _comparison(axis: Axis, first: str, second: str, sides: Sides) -> Comparison:
     compared = []
+    hosts: dict[str, set[HostCpu]] = {first: set(), second: set()}
     for (workflow, model, precision, batch, fixed, _), by_side in sides.items():
         a, b = by_side.get(first), by_side.get(second)
+        for side, row in by_side.items():
+            if row.status == "ok":
+                hosts[side].add(HostCpu(row.result.provenance.host_cpu, row.result.provenance.host_cpus))
         compared.append(CompareRow(workflow, model, precision, batch, fixed, (a or b).unit,  # type: ignore[union-attr]
                                    a.value if a else None, b.value if b else None,
                                    a.status if a else None, b.status if b else None, _change(a, b),
                                    tuple(flag for row in (a, b) if row for flag in row.flags())))
     compared.sort(key=lambda r: (r.model, r.fixed, workflow_order(r.workflow), r.precision, r.batch))
-    return Comparison(axis, first, second, tuple(compared))
+    return Comparison(axis, first, second, tuple(compared),
+                      (SideHosts(first, frozenset(hosts[first])), SideHosts(second, frozenset(hosts[second]))))
 
 
 def comparisons_in(rows: list[PerfRow]) -> list[Comparison]:

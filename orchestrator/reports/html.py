@@ -5,7 +5,9 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import PerfRow, SupportMatrix, ThroughputTable, ceiling_rows, provenance_line
+from mlcbench.orchestrator.reports.crossgen import host_lines
+from mlcbench.orchestrator.reports.data import (Comparison, PerfRow, SupportMatrix, ThroughputTable, ceiling_rows,
+                                                provenance_line)
 from mlcbench.orchestrator.reports.export import write_atomically
 from mlcbench.orchestrator.reports.figures import Figure, write_figures
 from mlcbench.orchestrator.reports.p3 import RUBRIC
@@ -101,6 +103,10 @@ def _figures(figures: list[Figure], section: str) -> str:
                    for f in figures if f.section == section)
 
 
+def _host_notes(comparison: Comparison) -> str:
+    return "".join(f'<p class="note">{escape(line)}</p>' for line in host_lines(comparison))
+
+
 def _sections(report: Report, figures: list[Figure]) -> list[str]:
     footnotes: dict[str, int] = {}
     matrices = "".join(_support_matrix(matrix, footnotes) for matrix in report.support)
@@ -139,7 +145,7 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
         else '<p class="note">No stored correctness check failed.</p>'))
 
     if report.comparisons:
-        compare_tables = "".join(_table(comparison.title, [
+        compare_tables = "".join(_host_notes(comparison) + _table(comparison.title, [
             "model", "workflow", "batch", "fixed", "unit", comparison.first, comparison.second,
             "ratio [95 % interval]", "flags"],
             [("<tr>" + _cell(r.model, "text") + _cell(r.workflow, "text") + _cell(str(r.batch))

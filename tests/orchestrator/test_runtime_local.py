@@ -1,6 +1,10 @@
 import os
+import re
 import signal
 import time
+from pathlib import Path
+
+import pytest
 
 from mlcbench.orchestrator.runtimes.follower import describe_exit, parse_result_line, run_jobs
 from mlcbench.orchestrator.runtimes.local import LocalRuntime
@@ -113,3 +117,19 @@ def test_the_first_worker_measures_the_devices_ceilings_before_its_jobs(tmp_path
     assert ceiling.copy_gbs > 0 and set(ceiling.gemm_tflops) == {"fp32"} and ceiling.gemm_tflops["fp32"] > 0
     timing = results[0].metrics.latency
     assert timing.method == "perf_counter" and len(timing.processes[0].samples_ms) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not Path("/proc/cpuinfo").is_file(),
+                    reason="CPU affinity and /proc/cpuinfo are Linux's")
+def test_a_result_names_the_host_cpu_and_the_cpus_its_worker_process_may_use(tmp_path):
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})  # the worker process inherits it
+    try:
+        [result] = run(tmp_path, [job("eager")])
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert result.status == "ok", result.error
+    assert result.provenance.host_cpus == 1
+    model_names = re.findall(r"^model name\s*:\s*(.*\S)", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+    if model_names:  # x86; ARM's cpuinfo has none
+        assert result.provenance.host_cpu == model_names[0]

@@ -45,7 +45,8 @@ def _steady(median_ms: float) -> Timing:
 def make_result(model: str, workflow: str, batch: int, gpu: str, env: str, status: str = "ok",
                 reason: Optional[str] = None, tokens_per_s: Optional[float] = None, tflops: Optional[float] = None,
                 passed: Optional[bool] = None, compile_s: Optional[float] = None, decode_loop: Optional[str] = None,
-                ended: datetime = T0, precision: Optional[str] = None, seed: int = 0) -> Result:
+                ended: datetime = T0, precision: Optional[str] = None, seed: int = 0,
+                host_cpu: Optional[str] = None, host_cpus: Optional[int] = None) -> Result:
     job = JobSpec(model=model, workflow=workflow, batch_size=batch, seed=seed,
                   precision=precision or ("fp16" if model.startswith("llama2") else "bf16"))
     ran = status == "ok"
@@ -62,6 +63,7 @@ def make_result(model: str, workflow: str, batch: int, gpu: str, env: str, statu
                                                           passed=passed)
     provenance = Provenance(env=env, gpu_tag=gpu, gpu=GPU_INFO[gpu], image_digest=DIGEST[env],
                             packages={"torch": TORCH[env], "transformers": "4.56.0"}, git_rev="abc123",
+                            host_cpu=host_cpu, host_cpus=host_cpus,
                             started_at=ended - timedelta(minutes=1), ended_at=ended)
     return Result(job_id=job.job_id, job=job, status=status, reason=reason, metrics=metrics, correctness=correctness,
                   provenance=provenance)

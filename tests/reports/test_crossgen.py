@@ -2,13 +2,16 @@
 
 import math
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from typer.testing import CliRunner
 
 from mlcbench.orchestrator.cli import app
-from mlcbench.orchestrator.reports.crossgen import Prediction, generation_rows, prediction, verdict
-from mlcbench.orchestrator.reports.data import compare, perf_rows
+from mlcbench.orchestrator.reports.crossgen import Prediction, generation_rows, host_lines, prediction, verdict
+from mlcbench.orchestrator.reports.data import Selection, compare, perf_rows
+from mlcbench.orchestrator.reports.html import write_html
+from mlcbench.orchestrator.reports.report import build_report
 from tests.reports.conftest import make_result, store_with
 
 H100_TO_H200 = Prediction(bandwidth=4800 / 3350, peak=1.0)
@@ -37,18 +40,30 @@ def test_verdict_reads_a_comparison_taken_the_other_way_round():
     assert verdict(1.0, 1.0, Prediction(bandwidth=1.0, peak=1.0)).startswith("no verdict")
 
 
-def _two_generations() -> list:
-    # ffn TFLOPS and LLM tokens/s on each GPU: the b1 cells gain like bandwidth, the b64 FFNs like the peaks
+Host = tuple[str, int]  # the CPU's model name, logical CPUs
+XEON: Host = ("Intel(R) Xeon(R) Platinum 8480+", 16)
+EPYC: Host = ("AMD EPYC 9654 96-Core Processor", 32)
+
+
+def _two_generations(hosts: Optional[dict[str, Host]] = None) -> list:
+    """ffn TFLOPS and LLM tokens/s on each GPU: the b1 cells gain like bandwidth, the b64 FFNs like the peaks; each
+    GPU's results measured on its host in `hosts` (none recorded where it is not named)."""
+    def on(gpu: str) -> dict:
+        host_cpu, host_cpus = (hosts or {}).get(gpu, (None, None))
+        return {"host_cpu": host_cpu, "host_cpus": host_cpus}
+
     cells = {("ffn-tinyllama", "eager", 1): (40.0, 56.0), ("ffn-llama2", "eager", 1): (50.0, 75.0),
              ("ffn-tinyllama", "eager", 64): (600.0, 606.0), ("ffn-llama2", "eager", 64): (680.0, 680.0)}
     results = []
     for (model, workflow, batch), (h100, h200) in cells.items():
-        results += [make_result(model, workflow, batch, "h100", "local", tflops=h100),
-                    make_result(model, workflow, batch, "h200", "local", tflops=h200)]
-    results += [make_result("tinyllama-1.1b", "torch_compile_static", 1, "h100", "local", tokens_per_s=200.0),
-                make_result("tinyllama-1.1b", "torch_compile_static", 1, "h200", "local", tokens_per_s=282.0),
-                make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=40.0),
-                make_result("tinyllama-1.1b", "eager", 1, "h200", "local", tokens_per_s=80.0)]
+        results += [make_result(model, workflow, batch, "h100", "local", tflops=h100, **on("h100")),
+                    make_result(model, workflow, batch, "h200", "local", tflops=h200, **on("h200"))]
+    results += [make_result("tinyllama-1.1b", "torch_compile_static", 1, "h100", "local", tokens_per_s=200.0,
+                            **on("h100")),
+                make_result("tinyllama-1.1b", "torch_compile_static", 1, "h200", "local", tokens_per_s=282.0,
+                            **on("h200")),
+                make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=40.0, **on("h100")),
+                make_result("tinyllama-1.1b", "eager", 1, "h200", "local", tokens_per_s=80.0, **on("h200"))]
     return results
 
 
@@ -75,3 +90,68 @@ def test_compare_prints_the_gain_per_workflow_beside_the_hardware_ratios(tmp_pat
     assert any(row[:4] == ["llm", "torch_compile_static", "1", "1"] and row[4].startswith("1.41× [1.4")
                and row[5:] == ["1.43×", "1.00×", "memory-bound"] for row in rows)
     assert any(row[:3] == ["synthetic", "eager", "64"] and row[-1].startswith("not memory-bound") for row in rows)
+
+
+def _compare_output(tmp_path: Path, results: list) -> str:
+    """What `compare --gpu h100 --gpu h200` prints, its lines' whitespace collapsed (rich wraps long lines)."""
+    store_with(tmp_path / "two.db", results)
+    result = CliRunner().invoke(app, ["compare", "--db", f"sqlite:///{tmp_path / 'two.db'}", "--gpu", "h100",
+                                      "--gpu", "h200"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+DIFFER = "h100 and h200 ran on different host CPUs"
+
+
+def test_compare_across_gpus_names_each_sides_host_and_warns_when_they_differ(tmp_path: Path):
+    output = _compare_output(tmp_path, _two_generations({"h100": XEON, "h200": EPYC}))
+    assert "h100: host Intel(R) Xeon(R) Platinum 8480+, 16 CPUs" in output
+    assert "h200: host AMD EPYC 9654 96-Core Processor, 32 CPUs" in output
+    assert (f'{DIFFER}: the gains of host-bound workflows (eager LLM generate(), rows marked "not memory-bound" or '
+            '"beyond the bandwidth ratio") may come from the host, not the GPU') in output
+    # said before the tables that credit the GPU
+    assert output.index(DIFFER) < output.index("h200 / h100 (GPU)")
+
+
+def test_compare_across_gpus_on_the_same_host_cpu_does_not_warn(tmp_path: Path):
+    output = _compare_output(tmp_path, _two_generations({"h100": XEON, "h200": XEON}))
+    assert "h100: host Intel(R) Xeon(R) Platinum 8480+, 16 CPUs" in output
+    assert "h200: host Intel(R) Xeon(R) Platinum 8480+, 16 CPUs" in output
+    assert DIFFER not in output
+
+
+def test_the_same_cpu_model_with_fewer_cpus_is_another_host():
+    comparison = compare(perf_rows(_two_generations({"h100": XEON, "h200": (XEON[0], 8)})), "gpu", "h100", "h200")
+    assert host_lines(comparison)[1] == "h200: host Intel(R) Xeon(R) Platinum 8480+, 8 CPUs"
+    assert host_lines(comparison)[2].startswith(DIFFER)
+
+
+def test_results_stored_before_the_host_cpu_was_recorded_say_unknown_and_claim_no_difference(tmp_path: Path):
+    output = _compare_output(tmp_path, _two_generations({"h200": EPYC}))
+    assert "h100: host unknown" in output and "h200: host AMD EPYC 9654 96-Core Processor, 32 CPUs" in output
+    assert DIFFER not in output
+
+
+def test_a_side_measured_on_two_hosts_names_both():
+    results = _two_generations({"h100": XEON, "h200": XEON})
+    results.append(make_result("ffn-small", "eager", 1, "h100", "local", tflops=1.0, host_cpu=EPYC[0],
+                               host_cpus=EPYC[1]))
+    lines = host_lines(compare(perf_rows(results), "gpu", "h100", "h200"))
+    assert lines[0] == ("h100: hosts AMD EPYC 9654 96-Core Processor, 32 CPUs; "
+                        "Intel(R) Xeon(R) Platinum 8480+, 16 CPUs")
+    assert lines[2].startswith(DIFFER)
+
+
+def test_host_lines_belong_to_cross_gpu_comparisons_only():
+    results = _two_generations({"h100": XEON, "h200": EPYC})
+    assert host_lines(compare(perf_rows(results), "env", "local", "other")) == []
+
+
+def test_the_html_report_names_both_hosts_in_the_cross_gpu_section(tmp_path: Path):
+    results = _two_generations({"h100": XEON, "h200": EPYC})
+    page = (write_html(build_report(results, "fixture", Selection()), tmp_path / "html")).read_text()
+    across = page[page.index("Across GPUs and envs"):]
+    for line in ("h100: host Intel(R) Xeon(R) Platinum 8480+, 16 CPUs",
+                 "h200: host AMD EPYC 9654 96-Core Processor, 32 CPUs", DIFFER):
+        assert line in across

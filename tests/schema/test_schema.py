@@ -45,6 +45,15 @@ def test_result_round_trip_with_metrics_and_correctness():
     assert again.metrics.latency.noisy  # cv 6 % is over the 5 % flag
 
 
+def test_a_result_stored_before_the_host_cpu_was_recorded_still_loads():
+    spec = job()
+    stored = Result(job_id=spec.job_id, job=spec, status="ok").model_dump(mode="json")
+    for field in ("host_cpu", "host_cpus"):
+        del stored["provenance"][field]
+    provenance = Result.model_validate(stored).provenance
+    assert provenance.host_cpu is None and provenance.host_cpus is None
+
+
 def test_result_status_is_closed():
     spec = job()
     with pytest.raises(ValidationError):
