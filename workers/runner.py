@@ -58,7 +58,8 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
         correctness=correctness,
         provenance=Provenance(
             gpu=gpu, packages=_package_versions(), python=platform.python_version(),
-            hostname=socket.gethostname(), host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started, ended_at=datetime.now(timezone.utc),
+            hostname=socket.gethostname(), host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started,
+            ended_at=datetime.now(timezone.utc),
             clocks=[reading for reading in clocks if reading is not None],
         ),
     )
