@@ -18,6 +18,10 @@ class WorkflowOptions(StrictModel):
     min_block_size: Optional[int] = Field(default=None, ge=1)
     fp32_accumulation: Optional[bool] = None
 
+    def non_default(self) -> str:
+        """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
+        return ", ".join(f"{name}={value}" for name, value in self.model_dump(exclude_defaults=True).items())
+
 
 class Repetition(StrictModel):
     """How often a cell is measured: in at least `processes` fresh worker processes (the unit of repetition), then in
@@ -93,4 +97,9 @@ class JobSpec(StrictModel):
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
     def label(self) -> str:
-        return f"{self.model}/{self.workflow}/{self.precision}/b{self.batch_size}"
+        options = self.options.non_default()
+        return f"{self.model}/{self.workflow}/{self.precision}/b{self.batch_size}" + (f" [{options}]" if options else "")
+
+    def workflow_label(self) -> str:
+        options = self.options.non_default()
+        return f"{self.workflow} [{options}]" if options else self.workflow

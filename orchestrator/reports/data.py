@@ -93,7 +93,9 @@ def settings_label(job: JobSpec) -> str:
     processes = (f"{repetition.processes}" if repetition.processes == repetition.max_processes
                  else f"{repetition.processes}-{repetition.max_processes}")
     lengths = f"{job.input_len} in / {job.output_len} out, " if kind_of(job.model) == "llm" else ""
-    return f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), cell {job.cell_settings}"
+    options = job.options.non_default()
+    return (f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), "
+            + (f"options {options}, " if options else "") + f"cell {job.cell_settings}")
 
 
 def not_compiled(result: Result) -> bool:

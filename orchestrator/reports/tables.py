@@ -65,7 +65,7 @@ def wide_table(results: list[Result], title: str) -> Table:
         correct = "" if result.correctness is None else ("yes" if result.correctness.passed else "[red]NO[/]")
         style = STATUS_STYLE.get(result.status, "")
         table.add_row(
-            result.provenance.gpu_tag or "", result.provenance.env or "", job.model, job.workflow, job.precision,
+            result.provenance.gpu_tag or "", result.provenance.env or "", job.model, job.workflow_label(), job.precision,
             str(job.batch_size), f"[{style}]{result.status}[/]",
             _median(metrics.latency), _throughput(result),
             _num(metrics.compile_s), correct, (result.reason or "")[:80],
@@ -86,7 +86,7 @@ def compact_table(results: list[Result], title: str) -> Table:
     table.add_column("compile s", justify="right", no_wrap=True)
     for result in results:
         job, metrics = result.job, result.metrics
-        label = Text(f"{job.model} {job.workflow} {job.precision} b{job.batch_size}")
+        label = Text(f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}")
         if result.reason:
             label.append(f"\n{result.reason}", style="dim")
         status = Text(result.status, style=STATUS_STYLE.get(result.status, ""))

@@ -25,6 +25,13 @@ def test_job_id_changes_with_any_setting_but_not_the_timeout():
     assert job(timeout_s=5).job_id == base.job_id
 
 
+def test_a_jobs_label_names_the_options_set_away_from_their_defaults():
+    assert job(workflow="onnxruntime").label() == "ffn-small/onnxruntime/fp32/b4"
+    optioned = job(workflow="onnxruntime", options={"io_binding": False, "min_block_size": 3})
+    assert optioned.label() == "ffn-small/onnxruntime/fp32/b4 [io_binding=False, min_block_size=3]"
+    assert optioned.workflow_label() == "onnxruntime [io_binding=False, min_block_size=3]"
+
+
 @pytest.mark.parametrize("bad", [{"unknown": 1}, {"batch_size": 0}, {"model": "gpt-5"}, {"precision": "int3"},
                                  {"schema_version": 2}])
 def test_job_rejects_bad_fields(bad):
