@@ -19,7 +19,7 @@ if [ "$step" = sweep ]; then
       lscpu | grep "Model name"; nproc
       python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
     } | tee -a "$OUT/$gpu-crossgen-machine.txt"
-    timeout -s INT "${SWEEP_TIMEOUT_S:-540}" mlcbench sweep --env local --gpu "$gpu" --suite crossgen \
+    timeout -s INT "${SWEEP_TIMEOUT_S:-540}" python3 -m mlcbench.orchestrator sweep --env local --gpu "$gpu" --suite crossgen \
         --db "sqlite:///$store" --cache-dir /root/cache 2>&1 | grep -v "━" | tail -40
     echo "sweep: exit ${PIPESTATUS[0]}, ${SECONDS} s" | tee -a "$OUT/$gpu-crossgen-times.txt"
     mlcbench export --db "sqlite:///$store" --format csv --out "$OUT/$gpu-crossgen.csv"
