@@ -1,6 +1,7 @@
-"""torch_compile_decode on the CPU (no CUDA graphs there; the same compiled graphs otherwise) and the Inductor cache
-folder it shares with torch_compile_static."""
+"""torch_compile_decode on the CPU (no CUDA graphs there; the same compiled graphs otherwise), Inductor's cache
+folders, and warm starts from dynamo's precompile cache (this workflow's and torch_compile_static's)."""
 
+import functools
 import subprocess
 import sys
 
@@ -98,6 +99,23 @@ def test_compiled_decode_agrees_with_eager_cold_then_warm_from_the_cache_folder(
     assert other_shape.status == "ok", other_shape.error
     assert other_shape.metrics.compile_cache == "cold" and other_shape.correctness.passed
     assert run_job(job(warmup=0, repeats=1, batch_size=1), tmp_path).metrics.compile_cache == "warm"
+
+
+def test_hf_static_recipe_loads_its_compiled_forward_warm_in_a_fresh_process(tmp_path):
+    static = functools.partial(job, workflow="torch_compile_static", warmup=0, repeats=1)
+    cold = run_job(static(), tmp_path)
+    assert cold.status == "ok", cold.error
+    assert cold.metrics.compile_cache == "cold" and cold.metrics.settings["dynamo_trace_s"] > 0
+    assert cold.metrics.applied.compile_caches == ("inductor", "dynamo_precompile")
+
+    # generate()'s own compiled call (torch.compile(self.__call__)) would be traced again here: its guards do not load
+    warm, other_shape = in_a_fresh_process([static(), static(batch_size=1)], tmp_path)
+    assert warm.status == "ok", warm.error
+    assert warm.metrics.compile_cache == "warm" and warm.metrics.graph_breaks == 0
+    assert warm.metrics.applied.compiled_graphs == 1 and "dynamo_trace_s" not in warm.metrics.settings
+    assert warm.correctness.passed and warm.correctness.token_agreement == 1.0
+    assert other_shape.status == "ok", other_shape.error
+    assert other_shape.metrics.compile_cache == "cold" and other_shape.correctness.passed
 
 
 def in_a_fresh_process(jobs: list[JobSpec], cache_dir) -> list[Result]:

@@ -8,6 +8,7 @@ import torch
 
 from mlcbench.workers.decode import Generation
 from mlcbench.workers.decode.static_llama import StaticLlama
+from mlcbench.workers.stacks.inductor_cache import forget_installed_globals
 
 # gpt-fast's Inductor settings: tune each generated kernel's launch config, name kernels after what they compute
 # (readable profiles), keep compiled graphs on disk (the default, stated: warm compiles depend on it). Passed per
@@ -40,7 +41,7 @@ def compile_options(mode: str) -> dict[str, object]:
 
 class CompiledStepRunner:
     def __init__(self, model: StaticLlama, eos_token_ids: list[int], step_mode: str):
-        _forget_installed_globals()
+        forget_installed_globals(globals(), _IMPORTED)
         self.model = model
         self.eos_ids = torch.tensor(eos_token_ids, dtype=torch.long, device=model.embed.device)
         torch._dynamo.mark_static_address(self.eos_ids)  # a CUDA graph reads it in place, no copy per replay
@@ -71,12 +72,5 @@ class CompiledStepRunner:
         return Generation(tokens=tokens, step_logits=torch.stack(step_logits, dim=1) if with_logits else None)
 
 
-def _forget_installed_globals() -> None:
-    """Drop what dynamo installed in this module's globals for an earlier job's compiled functions. A package loaded
-    from dynamo's precompile cache installs them without the cleanup that torch._dynamo.reset() runs, and the next
-    trace in this process then fails on a name that already exists ("__builtins_dict___0"; torch 2.13)."""
-    for name in set(globals()) - _IMPORTED:
-        del globals()[name]
-
-
+# this module's own names: any other global is one dynamo installed for a compiled function
 _IMPORTED = frozenset(globals()) | {"_IMPORTED"}

@@ -6,6 +6,7 @@ Where torch has it, dynamo's precompile cache lives beside them: the traced grap
 caches alone a warm process still traces the whole model in dynamo again (on a 32-layer Llama most of a warm compile);
 with it a warm process checks the saved guards and loads the compiled graphs."""
 
+import hashlib
 import logging
 import os
 import platform
@@ -18,6 +19,8 @@ from mlcbench.schema.protocol import IMAGE_DIGEST_ENV
 
 if TYPE_CHECKING:
     import torch
+
+    from mlcbench.schema import JobSpec
 
 
 def cache_key(python: str, torch_version: str, triton_version: Optional[str], device: str,
@@ -57,6 +60,22 @@ def use_cache_folder(root: Path, device: "torch.device", shape: Optional[str] = 
     folder.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     return folder
+
+
+def job_shape(job: "JobSpec") -> str:
+    """An LLM job's precompile_shape: what the guards of its compiled decode check."""
+    # a checkpoint may differ from the catalog's config in what the guards see (its EOS ids, for one)
+    weights = hashlib.sha256(job.model_path.encode()).hexdigest()[:12] if job.model_path else "random"
+    return f"{job.model}-{weights}-{job.precision}-b{job.batch_size}-in{job.input_len}-out{job.output_len}"
+
+
+def forget_installed_globals(namespace: dict[str, object], imported: frozenset[str]) -> None:
+    """Drop what dynamo installed in a module's globals (`namespace`, which held the names `imported` once the module
+    was imported) for an earlier job's compiled functions. A package loaded from dynamo's precompile cache installs
+    them without the cleanup that torch._dynamo.reset() runs, and the next trace in this process then fails on a name
+    that already exists ("__builtins_dict___0"; torch 2.13)."""
+    for name in set(namespace) - imported:
+        del namespace[name]
 
 
 @contextmanager

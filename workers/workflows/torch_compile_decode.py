@@ -4,12 +4,11 @@ replayed as a CUDA graph (mode reduce-overhead) with no host sync inside the loo
 dynamic shapes; coordinate-descent tuning on every generated kernel. Inductor's caches and dynamo's precompile cache live in the env's
 cache folder, so the next process loads the compiled step instead of tracing the model again."""
 
-import hashlib
 from contextlib import contextmanager
 
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner
 from mlcbench.workers.decode.static_llama import StaticLlama, Unfit
-from mlcbench.workers.stacks.inductor_cache import warm_start_caches
+from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
 from mlcbench.workers.workflows.base import Unsupported, Workflow
 
 
@@ -25,11 +24,7 @@ class TorchCompileDecode(Workflow):
 
     @contextmanager
     def compiling(self, ctx):
-        job = ctx.job
-        # a checkpoint may differ from the catalog's config in what the guards see (its EOS ids, for one)
-        weights = hashlib.sha256(job.model_path.encode()).hexdigest()[:12] if job.model_path else "random"
-        shape = f"{job.model}-{weights}-{job.precision}-b{job.batch_size}-in{job.input_len}-out{job.output_len}"
-        with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=shape) as caches:
+        with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             ctx.apply(compile_caches=caches)
             yield
 

@@ -1,14 +1,37 @@
 """Hugging Face's compiled-generation recipe: a static KV cache, so every decode step has the same shapes, and the
 decode forward compiled by generate() itself (CompileConfig, default mode reduce-overhead: CUDA graphs). Inductor's
-caches live in the env's cache folder, so the next process compiles warm."""
+caches and dynamo's precompile cache live in the env's cache folder, so the next process loads the compiled forward
+instead of tracing transformers' model code again (most of a warm compile otherwise).
 
+generate() compiles `self.__call__` (PreTrainedModel.get_compiled_call), whose saved guards name a closure variable
+of transformers' wrapper that a later process cannot resolve. So the model hands generate() the same forward, compiled
+with the same CompileConfig, as a module-level function that takes the model as an argument: the same graphs, with
+guards that load, and a loaded graph never holds another job's model."""
+
+import collections  # noqa: F401  (read by the compiled _forward: see there)
+import functools
 from contextlib import contextmanager
 
+import torch
 from transformers import CompileConfig
 
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.stacks.inductor_cache import warm_start_caches
+from mlcbench.workers.stacks.inductor_cache import forget_installed_globals, job_shape, warm_start_caches
 from mlcbench.workers.workflows.base import Workflow
+
+
+def _forward(model, **inputs):
+    # the compiled bytecode fills the ModelOutput it returns (an OrderedDict) through this module's global
+    # `collections`; without one, dynamo installs the module under a name its precompile cache does not save
+    # (NameError in the loading process; torch 2.13)
+    return model(**inputs)
+
+
+def install_compiled_call(model, config: CompileConfig) -> None:
+    """generate() asks the model for its compiled call at each call; this one answers with _forward, compiled once."""
+    forget_installed_globals(globals(), _IMPORTED)
+    call = functools.partial(torch.compile(_forward, **config.to_dict()), model)
+    model.get_compiled_call = lambda compile_config: call
 
 
 class TorchCompileStatic(Workflow):
@@ -16,9 +39,7 @@ class TorchCompileStatic(Workflow):
 
     @contextmanager
     def compiling(self, ctx):
-        # not dynamo's precompile cache: the guards it saves for generate()'s compiled call name a closure variable
-        # of transformers' wrapper that a later process cannot resolve (AttributeError on load; torch 2.13, 5.17)
-        with warm_start_caches(ctx.cache_dir, ctx.device) as caches:
+        with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             ctx.apply(compile_caches=caches)
             yield
 
@@ -28,6 +49,11 @@ class TorchCompileStatic(Workflow):
         if ctx.device.type == "cpu":
             # generate() auto-compiles only on accelerators; this private switch lets the same recipe run on a CPU
             config._compile_all_devices = True
+        install_compiled_call(model, config)
         ctx.apply(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
                   decode_loop="hf_generate")
         return HFGenerateRunner(model, cache_implementation="static", compile_config=config)
+
+
+# this module's own names: any other global is one dynamo installed for a compiled function
+_IMPORTED = frozenset(globals()) | {"_IMPORTED"}
