@@ -27,11 +27,13 @@ ORT_LLM_TIMING = dict(warmup=2, repeats=5, repetition=Repetition(processes=1, ma
 
 # the compiled decode loops beside eager on both LLMs, shared by the decode and crossgen suites (so that a crossgen
 # sweep into a store that holds a decode sweep reuses its cells)
+DECODE_TIMING = dict(warmup=1, repeats=3, timeout_s=900)
+# batch sizes above 1 in one process: a cold whole-step compile costs minutes for each new batch size
+DECODE_ONE_PROCESS = dict(repetition=Repetition(processes=1, max_processes=1), **DECODE_TIMING)
 DECODE_ENTRIES = [
-    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1], warmup=1, repeats=3,
-               repetition=Repetition(processes=2, max_processes=2), timeout_s=900),
-    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[64], warmup=1, repeats=3,
-               repetition=Repetition(processes=1, max_processes=1), timeout_s=900),
+    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1],
+               repetition=Repetition(processes=2, max_processes=2), **DECODE_TIMING),
+    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[64], **DECODE_ONE_PROCESS),
 ]
 
 SUITES: dict[str, Suite] = {
@@ -104,12 +106,13 @@ SUITES: dict[str, Suite] = {
     "crossgen": Suite(
         name="crossgen",
         description="one GPU generation against the next: the FFN models at batch 1/16/64 as the trust suite times "
-                    "them, both LLMs (eager and the compiled decode loops) as the decode suite does, at batch 1 and "
-                    "64 (a cold whole-step compile costs minutes); run it on each GPU, merge the stores, then "
-                    "`mlcbench compare --gpu A --gpu B`",
+                    "them, both LLMs (eager and the compiled decode loops) at batch 1/16/64 as the decode suite times "
+                    "them (b1 in 2 processes, the others in 1: a cold whole-step compile costs minutes); run it on "
+                    "each GPU, merge the stores, then `mlcbench compare --gpu A --gpu B`",
         entries=[
             SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 16, 64], **FFN_TIMING),
             *DECODE_ENTRIES,
+            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[16], **DECODE_ONE_PROCESS),
         ],
     ),
     "tiny": Suite(
