@@ -114,6 +114,10 @@ def test_hf_static_recipe_loads_its_compiled_forward_warm_in_a_fresh_process(tmp
     assert warm.metrics.compile_cache == "warm" and warm.metrics.graph_breaks == 0
     assert warm.metrics.applied.compiled_graphs == 1 and "dynamo_trace_s" not in warm.metrics.settings
     assert warm.correctness.passed and warm.correctness.token_agreement == 1.0
+    # the loaded graphs ask for the CUDA graphs of mode reduce-overhead as the cold compile's did (a CPU skips them,
+    # and counts each skip): loaded without them, a GPU's warm process ran launch-bound, 3x slower
+    cudagraph_skips = cold.metrics.settings.get("cudagraph_skips")
+    assert cudagraph_skips and warm.metrics.settings.get("cudagraph_skips") == cudagraph_skips
     assert other_shape.status == "ok", other_shape.error
     assert other_shape.metrics.compile_cache == "cold" and other_shape.correctness.passed
 

@@ -8,7 +8,7 @@ import torch
 
 from mlcbench.workers.decode import Generation
 from mlcbench.workers.decode.static_llama import StaticLlama
-from mlcbench.workers.stacks.inductor_cache import forget_installed_globals
+from mlcbench.workers.stacks.inductor_cache import compile_for_warm_start, forget_installed_globals
 
 # gpt-fast's Inductor settings: tune each generated kernel's launch config, name kernels after what they compute
 # (readable profiles), keep compiled graphs on disk (the default, stated: warm compiles depend on it). Passed per
@@ -45,8 +45,8 @@ class CompiledStepRunner:
         self.model = model
         self.eos_ids = torch.tensor(eos_token_ids, dtype=torch.long, device=model.embed.device)
         torch._dynamo.mark_static_address(self.eos_ids)  # a CUDA graph reads it in place, no copy per replay
-        self.prefill = torch.compile(prefill, fullgraph=True, dynamic=True, options=compile_options("default"))
-        self.step = torch.compile(decode_step, fullgraph=True, options=compile_options(step_mode))
+        self.prefill = compile_for_warm_start(prefill, fullgraph=True, dynamic=True, options=compile_options("default"))
+        self.step = compile_for_warm_start(decode_step, fullgraph=True, options=compile_options(step_mode))
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,

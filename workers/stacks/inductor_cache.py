@@ -13,7 +13,7 @@ import platform
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from mlcbench.schema.protocol import IMAGE_DIGEST_ENV
 
@@ -67,6 +67,21 @@ def job_shape(job: "JobSpec") -> str:
     # a checkpoint may differ from the catalog's config in what the guards see (its EOS ids, for one)
     weights = hashlib.sha256(job.model_path.encode()).hexdigest()[:12] if job.model_path else "random"
     return f"{job.model}-{weights}-{job.precision}-b{job.batch_size}-in{job.input_len}-out{job.output_len}"
+
+
+def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
+    """torch.compile(fn, **compile_kwargs), made so that graphs dynamo's precompile cache loads keep the CUDA graphs
+    the compile's mode or options ask for. The cache loads inside torch.compile() and decides on CUDA graphs from
+    Inductor's global `triton.cudagraphs` (off unless set), not from the compile's options (torch 2.11-2.13,
+    `deserialize_bundled_cache_entry`): without this a warm process replays no CUDA graph and runs launch-bound,
+    TinyLlama b1 at a third of the cold process's tokens/s on an H200."""
+    import torch
+    from torch._inductor import list_mode_options
+
+    mode = compile_kwargs.get("mode")
+    options = {**(list_mode_options(mode) if mode else {}), **(compile_kwargs.get("options") or {})}
+    with torch._inductor.config.patch({"triton.cudagraphs": bool(options.get("triton.cudagraphs", False))}):
+        return torch.compile(fn, **compile_kwargs)
 
 
 def forget_installed_globals(namespace: dict[str, object], imported: frozenset[str]) -> None:

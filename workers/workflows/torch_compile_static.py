@@ -12,11 +12,11 @@ import collections  # noqa: F401  (read by the compiled _forward: see there)
 import functools
 from contextlib import contextmanager
 
-import torch
 from transformers import CompileConfig
 
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.stacks.inductor_cache import forget_installed_globals, job_shape, warm_start_caches
+from mlcbench.workers.stacks.inductor_cache import (compile_for_warm_start, forget_installed_globals, job_shape,
+                                                     warm_start_caches)
 from mlcbench.workers.workflows.base import Workflow
 
 
@@ -30,7 +30,7 @@ def _forward(model, **inputs):
 def install_compiled_call(model, config: CompileConfig) -> None:
     """generate() asks the model for its compiled call at each call; this one answers with _forward, compiled once."""
     forget_installed_globals(globals(), _IMPORTED)
-    call = functools.partial(torch.compile(_forward, **config.to_dict()), model)
+    call = functools.partial(compile_for_warm_start(_forward, **config.to_dict()), model)
     model.get_compiled_call = lambda compile_config: call
 
 
