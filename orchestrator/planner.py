@@ -16,6 +16,8 @@ class EnvPlan:
     # what decided the env's `unsupported` results (envs.config_key), stored with each result
     config_key: str
     to_run: list[JobSpec] = field(default_factory=list)
+    # job_id -> the stored result of a cell that a stopped sweep left short of its processes: the cell goes on from it
+    resumed: dict[str, Result] = field(default_factory=dict)
     unsupported: list[Result] = field(default_factory=list)
     skipped: int = 0
 
@@ -84,7 +86,12 @@ def measured_in_full(result: Result) -> bool:
     latency = result.metrics.latency
     if latency is None or not latency.processes or latency.lost_processes:
         return True
-    return len(latency.processes) >= result.job.repetition.processes
+    return processes_measured(result) >= result.job.repetition.processes
+
+
+def processes_measured(result: Result) -> int:
+    latency = result.metrics.latency
+    return len(latency.processes) if latency is not None and latency.processes else 1
 
 
 def _has(jobs: list[JobSpec], attribute: str, value: object) -> bool:
@@ -97,15 +104,18 @@ def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, 
     plan = EnvPlan(env=env, config_key=config_key)
     blocked = _env_blocked(env, target)
     for job in jobs:
-        if not rerun and is_final(done.get(job.job_id), config_key):
+        stored = done.get(job.job_id)
+        if not rerun and is_final(stored, config_key):
             plan.skipped += 1
             continue
         reason = blocked or (None if env.provides(job.workflow) else
                              f"{env.name} env does not provide {job.workflow} (env.toml workflows)")
         if reason:
             plan.unsupported.append(Result.without_run(job, "unsupported", reason))
-        else:
-            plan.to_run.append(job)
+            continue
+        plan.to_run.append(job)
+        if not rerun and stored is not None and stored.status == "ok":  # ok and not final: short of its processes
+            plan.resumed[job.job_id] = stored
     return plan
 
 

@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Optional
 
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env
+from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env, processes_measured
 from mlcbench.orchestrator.runtimes.base import Runtime, StopRequest
 from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.store import Store, record
@@ -87,7 +87,9 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     plans = plan(options, store) if plans is None else plans
     report = SweepReport(skipped=sum(p.skipped for p in plans))
     # progress is counted in worker processes: each cell's minimum, and one for each result stored without one
-    listener.planned(sum(job.repetition.processes for p in plans for job in p.to_run)
+    listener.planned(sum(job.repetition.processes - (processes_measured(p.resumed[job.job_id])
+                                                     if job.job_id in p.resumed else 0)
+                         for p in plans for job in p.to_run)
                      + sum(len(p.unsupported) for p in plans), report.skipped)
     writer = _ResultWriter(store, report, listener, options.sweep_id, {p.env.name: p.config_key for p in plans})
     for env_plan in plans:
@@ -97,7 +99,7 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
             writer.put(result, env.name, options.target.tag, None)
         if not env_plan.to_run or stop.requested:
             continue
-        _run_env(env, env_plan.to_run, options, runtime_factory, writer, listener, stop,
+        _run_env(env, env_plan, options, runtime_factory, writer, listener, stop,
                  options.workdir / f"{options.sweep_id}-{env.name}")
     report.interrupted = stop.requested
     return report
@@ -138,17 +140,19 @@ class _ResultWriter:
             self._listener.job_started(job)
 
 
-def _run_env(env: EnvSpec, jobs: list[JobSpec], options: SweepOptions, runtime_factory: RuntimeFactory,
+def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
              writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> None:
     """The cells of one env in rounds: each round runs every cell that wants another process once, in a fresh worker,
     the cells in an order shuffled per round, so that drift (clocks, heat, the host) hits every workflow alike. One
-    worker thread per GPU (one in all on a CPU), each with its own runtime, takes work units from a queue."""
+    worker thread per GPU (one in all on a CPU), each with its own runtime, takes work units from a queue. A cell an
+    earlier, stopped sweep left short of its processes starts from the processes it stored."""
     runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
     try:
         for gpu in options.target.gpus or (None,):
             runtimes.append((gpu, runtime_factory(env, options, gpu)))
         digests = {id(runtime): runtime.image_digest() for _, runtime in runtimes}
-        cells = {job.job_id: _Cell(job, options.order_seed) for job in jobs}
+        cells = {job.job_id: _Cell(job, options.order_seed, env_plan.resumed.get(job.job_id))
+                 for job in env_plan.to_run}
         for round_index in itertools.count():
             due = [cell.job for cell in cells.values() if cell.wants_process()]
             if not due or stop.requested:
@@ -176,7 +180,7 @@ def _run_env(env: EnvSpec, jobs: list[JobSpec], options: SweepOptions, runtime_f
             _run_units(runtimes, units, on_result, calibrator, writer.started, stop,
                        workdir / f"round-{round_index:02d}")
         # a stopped sweep keeps what it measured: a cell short of its processes is stored as it stands (its interval
-        # wider, or none), and the next sweep measures it again in full (planner.measured_in_full)
+        # wider, or none), and the next sweep adds the processes it lacks (planner.measured_in_full)
         for cell in cells.values():
             if not cell.stored and (cell.ok or cell.lost is not None):
                 writer.put(cell.result(), env.name, options.target.tag, cell.digest)
@@ -232,9 +236,9 @@ def _worker_loop(gpu: Optional[GpuInfo], runtime: Runtime, units: "queue.SimpleQ
 class _Cell:
     """The processes of one cell so far, and the one Result they make."""
 
-    def __init__(self, job: JobSpec, order_seed: int):
+    def __init__(self, job: JobSpec, order_seed: int, resumed: Optional[Result] = None):
         self.job, self.order_seed = job, order_seed
-        self.ok: list[Result] = []
+        self.ok: list[Result] = [resumed] if resumed is not None else []
         self.lost: Optional[Result] = None  # the first process that did not end ok; no more processes after it
         self.digest: Optional[str] = None
         self.stored = False
@@ -264,7 +268,7 @@ class _Cell:
     def wants_process(self) -> bool:
         if self.stored or self.lost is not None:
             return False
-        if len(self.ok) < self.job.repetition.processes:
+        if sum(processes_measured(result) for result in self.ok) < self.job.repetition.processes:
             return True
         timing = self._timing()
         return timing is not None and stats.wants_another_process(timing, self.job.repetition, self._spent_s())
@@ -295,7 +299,8 @@ class _Cell:
             "clocks": [reading for result in self.ok for reading in result.provenance.clocks]})
         reason = first.reason
         if self.lost is not None:
-            reason = (f"{len(self.ok)} process(es) kept; process {len(self.ok) + 1} ended {self.lost.status}: "
+            kept = sum(processes_measured(result) for result in self.ok)
+            reason = (f"{kept} process(es) kept; process {kept + 1} ended {self.lost.status}: "
                       f"{self.lost.reason or 'no reason recorded'}")
         return first.model_copy(update={"metrics": metrics, "provenance": provenance, "reason": reason})
 

@@ -100,7 +100,7 @@ def test_a_process_that_crashes_after_others_ran_keeps_their_data_and_says_so(tm
     assert len(rows[("matmul-small", "eager", 2)].result().metrics.latency.processes) == 3
 
 
-def test_a_stopped_sweep_stores_the_processes_it_measured_and_the_next_measures_those_cells_in_full(tmp_path):
+def test_a_stopped_sweep_stores_the_processes_it_measured_and_the_next_adds_the_processes_they_lack(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     stop = StopRequest()
 
@@ -109,18 +109,27 @@ def test_a_stopped_sweep_stores_the_processes_it_measured_and_the_next_measures_
             if index == 1:
                 stop.after_job.set()
 
-    def run(listener: sweeping.SweepListener, stop: StopRequest) -> sweeping.SweepReport:
+    def run(listener: sweeping.SweepListener, stop: StopRequest, median: float, rerun: bool = False,
+            ) -> sweeping.SweepReport:
         options = sweeping.SweepOptions(suite=_suite(Repetition(processes=3, max_processes=3)), env_names=["local"],
-                                        workdir=tmp_path / "work", target=Target(tag="cpu", device="cpu", gpus=()))
+                                        workdir=tmp_path / f"work-{median}", rerun=rerun,
+                                        target=Target(tag="cpu", device="cpu", gpus=()))
         runtime = lambda env, _o, _g: SimulatedRuntime(env, seconds=lambda job: 0.0,  # noqa: E731
-                                                       answer=lambda job: _timed(job, [1.0, 1.1, 0.9]))
+                                                       answer=lambda job: _timed(job, [median, median + 0.1]))
         return sweeping.run(options, store, listener, runtime_factory=runtime, stop=stop)
 
-    first = run(StopInTheSecondRound(), stop)
+    first = run(StopInTheSecondRound(), stop, median=1.0)
     assert first.interrupted and len(first.stored) == 8  # every cell ran once: nothing it measured is dropped
     assert all(len(result.metrics.latency.processes) == 1 and not measured_in_full(result) for result in first.stored)
-    second = run(sweeping.SweepListener(), StopRequest())
+    # the next sweep runs only the 2 processes each cell lacks, and stores them with the one measured before
+    second = run(sweeping.SweepListener(), StopRequest(), median=2.0)
     assert second.skipped == 0 and not second.interrupted
+    assert sum(len(path.read_text().splitlines()) for path in (tmp_path / "work-2.0").rglob("jobs.jsonl")) == 8 * 2
     cells = store.cells()
-    assert len(cells) == 8 and all(len(result.metrics.latency.processes) == 3 for result in cells)
+    assert len(cells) == 8 and all(sorted(process.samples_ms[0] for process in result.metrics.latency.processes)
+                                   == [1.0, 2.0, 2.0] for result in cells)
     assert len(store.history()) == 16  # the stopped sweep's attempts stay as history
+    # --rerun measures afresh: nothing of the stored processes
+    run(sweeping.SweepListener(), StopRequest(), median=3.0, rerun=True)
+    assert all(sorted(process.samples_ms[0] for process in result.metrics.latency.processes) == [3.0, 3.0, 3.0]
+               for result in store.cells())
