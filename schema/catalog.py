@@ -159,6 +159,8 @@ class WorkflowInfo(StrictModel):
     # torchax renames PyTorch's privateuse1 backend (later torch.compile jobs in that process fail), XLA/PJRT and
     # TensorRT-LLM keep their own device allocators
     own_worker: bool = False
+    # it compiles through torch.compile (dynamo): no graph compiled means it ran eager code
+    dynamo: bool = False
 
 
 _BOTH: frozenset[ModelKind] = frozenset({"synthetic", "llm"})
@@ -171,14 +173,14 @@ _ORT = ("onnxruntime", "onnxscript")
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name="eager", kinds=_BOTH,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
-    WorkflowInfo(name="torch_compile", kinds=_BOTH,
+    WorkflowInfo(name="torch_compile", dynamo=True, kinds=_BOTH,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_forward", kinds=_LLM,
+    WorkflowInfo(name="torch_compile_forward", dynamo=True, kinds=_LLM,
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
-    WorkflowInfo(name="torch_compile_static", kinds=_LLM,
+    WorkflowInfo(name="torch_compile_static", dynamo=True, kinds=_LLM,
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
-    WorkflowInfo(name="torch_compile_decode", kinds=_LLM,
+    WorkflowInfo(name="torch_compile_decode", dynamo=True, kinds=_LLM,
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
     WorkflowInfo(name="aot_inductor", kinds=_SYNTHETIC,
@@ -191,16 +193,16 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                              "greedy decode through IO binding)"),
     WorkflowInfo(name="onnxruntime_trt", kinds=_SYNTHETIC, requires=_ORT,
                  description="ONNX Runtime, TensorRT execution provider (engine cache in the env cache)"),
-    WorkflowInfo(name="torch_compile_tensorrt", kinds=_BOTH, requires=("torch_tensorrt",),
+    WorkflowInfo(name="torch_compile_tensorrt", dynamo=True, kinds=_BOTH, requires=("torch_tensorrt",),
                  description="torch.compile(backend='tensorrt') through Torch-TensorRT"),
     WorkflowInfo(name="torch_tensorrt", kinds=_BOTH, requires=("torch_tensorrt",),
                  description="Torch-TensorRT AOT: torch.export + torch_tensorrt.dynamo.compile, saved and reloaded"),
     WorkflowInfo(name="tensorrt_llm", kinds=_LLM, requires=("tensorrt_llm",), own_worker=True,
                  description="TensorRT-LLM LLM API"),
-    WorkflowInfo(name="torch_compile_openxla", kinds=_BOTH, requires=("torch_xla",), own_worker=True,
+    WorkflowInfo(name="torch_compile_openxla", dynamo=True, kinds=_BOTH, requires=("torch_xla",), own_worker=True,
                  description="torch.compile(backend='openxla') on a torch_xla device (LLMs: the forward compiled, "
                              "generate() with the default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_openxla_static", kinds=_LLM, requires=("torch_xla",), own_worker=True,
+    WorkflowInfo(name="torch_compile_openxla_static", dynamo=True, kinds=_LLM, requires=("torch_xla",), own_worker=True,
                  description="LLMs: torch_compile_openxla on a static KV cache"),
     WorkflowInfo(name="torchax", kinds=_BOTH, requires=("torchax", "jax"), own_worker=True,
                  description="PyTorch modules on JAX/XLA through torchax.compile"),

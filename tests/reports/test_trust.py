@@ -73,6 +73,12 @@ def test_a_workflow_that_compiled_nothing_gets_no_speedup():
     some = _with(compiled, metrics=compiled.metrics.model_copy(update={
         "applied": compiled.metrics.applied.model_copy(update={"compiled_graphs": 3})}))
     assert _row(perf_rows([eager, some]), "torch_compile").speedup.value == pytest.approx(80 / 50)
+    # ONNX Runtime compiles outside dynamo: no dynamo graph says nothing of it
+    ort = make_result("tinyllama-1.1b", "onnxruntime_cuda", 1, "h100", "local", tokens_per_s=80.0)
+    ort = _with(ort, metrics=ort.metrics.model_copy(update={
+        "applied": ort.metrics.applied.model_copy(update={"compiled_graphs": 0})}))
+    row = _row(perf_rows([eager, ort]), "onnxruntime_cuda")
+    assert not row.not_compiled and row.speedup.value == pytest.approx(80 / 50)
 
 
 def test_runs_with_different_settings_never_share_a_cell_or_a_speedup():
