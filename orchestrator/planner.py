@@ -89,6 +89,11 @@ def measured_in_full(result: Result) -> bool:
     return processes_measured(result) >= result.job.repetition.processes
 
 
+def is_partial(result: Optional[Result]) -> bool:
+    """An ok cell that a stopped sweep stored short of its processes: the next sweep goes on from it."""
+    return result is not None and result.status == "ok" and not measured_in_full(result)
+
+
 def processes_measured(result: Result) -> int:
     latency = result.metrics.latency
     return len(latency.processes) if latency is not None and latency.processes else 1
@@ -114,7 +119,7 @@ def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, 
             plan.unsupported.append(Result.without_run(job, "unsupported", reason))
             continue
         plan.to_run.append(job)
-        if not rerun and stored is not None and stored.status == "ok":  # ok and not final: short of its processes
+        if not rerun and is_partial(stored):
             plan.resumed[job.job_id] = stored
     return plan
 

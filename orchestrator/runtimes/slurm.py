@@ -25,7 +25,7 @@ from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target
-from mlcbench.orchestrator.planner import EnvPlan, is_final
+from mlcbench.orchestrator.planner import EnvPlan, is_final, is_partial
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import Store
 from mlcbench.schema import GPUS, EnvSpec, GpuInfo, JobSpec, Result, Suite
@@ -215,7 +215,7 @@ def run_task(path: Path, index: int, runtime_factory: Optional[sweeping.RuntimeF
     stop = StopRequest()
     with _stop_on_sigterm(stop):
         return sweeping.run(options, store, listener or TaskLog(), runtime_factory, stop,
-                            plans=[EnvPlan(env=env, config_key=key, to_run=_still_due(store, plan, task, key))])
+                            plans=[_still_due(store, plan, task, env, key)])
 
 
 def _allocated_gpus() -> Optional[str]:
@@ -224,14 +224,22 @@ def _allocated_gpus() -> Optional[str]:
     return os.environ.get("CUDA_VISIBLE_DEVICES") or None
 
 
-def _still_due(store: Store, plan: ArrayPlan, task: ArrayTask, env_config_key: str) -> list[JobSpec]:
+def _still_due(store: Store, plan: ArrayPlan, task: ArrayTask, env: EnvSpec, env_config_key: str) -> EnvPlan:
     """A task that Slurm runs again (requeued after a node failure or preemption) skips what it tried before, and what
-    another sweep finished meanwhile."""
+    another sweep finished meanwhile; a cell an earlier sweep left short of its processes goes on from them."""
     ids = [job.job_id for job in task.jobs]
     tried = {row.job_id for row in store.rows(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids, sweep_id=plan.sweep_id)}
     cells = {} if plan.rerun else {
         result.job_id: result for result in store.cells(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids)}
-    return [job for job in task.jobs if job.job_id not in tried and not is_final(cells.get(job.job_id), env_config_key)]
+    due = EnvPlan(env=env, config_key=env_config_key)
+    for job in task.jobs:
+        stored = cells.get(job.job_id)
+        if job.job_id in tried or is_final(stored, env_config_key):
+            continue
+        due.to_run.append(job)
+        if is_partial(stored):
+            due.resumed[job.job_id] = stored
+    return due
 
 
 @contextmanager

@@ -8,14 +8,16 @@ from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.runtimes.slurm import ArrayPlan, ArrayTask, run_task
 from mlcbench.orchestrator.store import Store, record
 from mlcbench.orchestrator.suites import get_suite
-from mlcbench.schema import Result
+from mlcbench.schema import Metrics, ProcessTiming, Repetition, Result, Timing
 
 
-def write_plan(tmp_path: Path, rerun: bool) -> tuple[Path, ArrayPlan]:
+def write_plan(tmp_path: Path, rerun: bool, processes: int = 1) -> tuple[Path, ArrayPlan]:
     suite = get_suite("tiny")
+    jobs = [job.model_copy(update={"repetition": Repetition(processes=processes, max_processes=processes)})
+            for job in suite.expand("cpu")[:3]]
     plan = ArrayPlan(sweep_id="array-sweep", store_url=f"sqlite:///{tmp_path / 'store.db'}", suite=suite,
                      gpu_tag="cpu", force_gpu_tag=False, rerun=rerun, cache_dir=tmp_path / "cache",
-                     tasks=[ArrayTask(env="local", jobs=suite.expand("cpu")[:3])])
+                     tasks=[ArrayTask(env="local", jobs=jobs)])
     path = tmp_path / "plan.json"
     path.write_text(plan.model_dump_json())
     return path, plan
@@ -46,6 +48,21 @@ def test_a_task_skips_jobs_another_sweep_finished_unless_the_sweep_is_a_rerun(tm
         ran = [result.job_id for result in run_task(path, 0, runtime_factory=simulated).stored]
         assert (done.job_id in ran) is rerun
         assert run_task(path, 0, runtime_factory=simulated).stored == []  # and, requeued, runs none twice
+
+
+def test_a_task_adds_the_processes_a_cell_lacks_to_those_an_earlier_stopped_sweep_stored(tmp_path):
+    path, plan = write_plan(tmp_path, rerun=False, processes=3)
+    short = plan.tasks[0].jobs[0]
+    earlier = Timing(median_ms=9.0, p10_ms=9.0, p90_ms=9.0, mean_ms=9.0, cv=0.0, repeats=1, method="perf_counter",
+                     processes=[ProcessTiming(samples_ms=[9.0])])
+    stopped = Result(job_id=short.job_id, job=short, status="ok", metrics=Metrics(latency=earlier))
+    record(Store(plan.store_url), stopped, "local", "cpu", None, "an-earlier-sweep", "any")
+    now = earlier.model_copy(update={"processes": [ProcessTiming(samples_ms=[1.0])]})
+    answer = lambda job: Result(job_id=job.job_id, job=job, status="ok", metrics=Metrics(latency=now))  # noqa: E731
+    runtime = lambda env, options, gpu: SimulatedRuntime(env, seconds=lambda job: 0.0, answer=answer)  # noqa: E731
+    stored = {result.job_id: result for result in run_task(path, 0, runtime_factory=runtime).stored}
+    assert sorted(p.samples_ms[0] for p in stored[short.job_id].metrics.latency.processes) == [1.0, 1.0, 9.0]
+    assert all(len(stored[job.job_id].metrics.latency.processes) == 3 for job in plan.tasks[0].jobs)
 
 
 def test_a_slurm_sweep_needs_the_nodes_gpu_named_and_takes_no_gpus_of_this_host(mlcbench):
