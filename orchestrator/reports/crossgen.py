@@ -30,13 +30,13 @@ def prediction(first: str, second: str, precision: str) -> Optional[Prediction]:
     return Prediction(bandwidth=b.bandwidth_gbs / a.bandwidth_gbs, peak=peak_b / peak_a)
 
 
-def _cell(row: CompareRow) -> Optional[tuple[float, float, float]]:
-    """The cell's ratio with its 95 % interval (the ratio itself at both ends where the cell has no interval)."""
+def _cell(row: CompareRow) -> Optional[tuple[float, Optional[float], Optional[float]]]:
+    """The cell's ratio with its 95 % interval (None at both ends where the cell has none)."""
     if row.ratio is None:
         return None
     change = row.change
     if change is None or change.low is None or change.high is None:
-        return row.ratio, row.ratio, row.ratio
+        return row.ratio, None, None
     return change.value, change.low, change.high
 
 
@@ -62,7 +62,8 @@ def verdict(low: float, high: float, expected: Prediction) -> str:
 @dataclass(frozen=True)
 class GenerationRow:
     """One workflow at one batch size over the models of one kind: the geometric mean of the cells' ratios, with the
-    geometric means of their interval ends (wider than the mean's own interval: a conservative bound)."""
+    geometric means of their interval ends (wider than the mean's own interval: a conservative bound), or no interval
+    (low = high = ratio) where a cell has none; its verdict then reads a point estimate and says so."""
 
     kind: str
     workflow: str
@@ -74,8 +75,12 @@ class GenerationRow:
     expected: Prediction
     verdict: str
 
+    @property
+    def has_interval(self) -> bool:
+        return self.low != self.high
+
     def gain(self) -> str:
-        interval = "" if self.low == self.high else f" [{self.low:.2f}–{self.high:.2f}]"
+        interval = f" [{self.low:.2f}–{self.high:.2f}]" if self.has_interval else " (no interval)"
         return f"{self.ratio:.2f}×{interval}"
 
 
@@ -88,16 +93,22 @@ def generation_rows(comparison: Comparison) -> list[GenerationRow]:
     the comparison is not between two catalogued GPUs."""
     if comparison.axis != "gpu":
         return []
-    groups: dict[tuple[str, str, int, Prediction], list[tuple[float, float, float]]] = defaultdict(list)
+    groups: dict[tuple[str, str, int, Prediction], list[tuple[float, Optional[float], Optional[float]]]]
+    groups = defaultdict(list)
     for row in comparison.rows:
         expected, cell = prediction(comparison.first, comparison.second, row.precision), _cell(row)
         if expected is not None and cell is not None and cell[0] > 0:
             groups[(MODELS[row.model].kind, row.workflow, row.batch, expected)].append(cell)
     rows = []
     for (kind, workflow, batch, expected), cells in groups.items():
-        ratio, low, high = (_geomean([cell[i] for cell in cells]) for i in range(3))
-        rows.append(GenerationRow(kind, workflow, batch, len(cells), ratio, low, high, expected,
-                                  verdict(low, high, expected)))
+        ratio = _geomean([cell[0] for cell in cells])
+        if all(cell[1] is not None for cell in cells):
+            low, high = (_geomean([cell[i] for cell in cells]) for i in (1, 2))
+            says = verdict(low, high, expected)
+        else:
+            low = high = ratio
+            says = f"{verdict(ratio, ratio, expected)} (a point estimate: a cell has no interval)"
+        rows.append(GenerationRow(kind, workflow, batch, len(cells), ratio, low, high, expected, says))
     return sorted(rows, key=lambda r: (r.kind, workflow_order(r.workflow), r.batch))
 
 

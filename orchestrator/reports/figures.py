@@ -101,9 +101,14 @@ def _generation_figure(rows: list[GenerationRow], comparison: Comparison, out_di
     hardware predicts: the ratio of bandwidths (memory-bound) and of peaks (compute-bound)."""
     figure, axes = plt.subplots(figsize=(8, max(2.8, 0.3 * len(rows) + 1.4)))
     positions = range(len(rows))
-    errors = [[row.ratio - row.low for row in rows], [row.high - row.ratio for row in rows]]
-    axes.barh(positions, [row.ratio for row in rows], xerr=errors, color="#4878a8", capsize=3)
-    axes.set_yticks(positions, [f"{row.kind}: {row.workflow} b{row.batch} ({row.cells})" for row in rows], fontsize=7)
+    axes.barh(positions, [row.ratio for row in rows], color="#4878a8")
+    spans = [(position, row) for position, row in zip(positions, rows) if row.has_interval]
+    if spans:
+        errors = [[row.ratio - row.low for _, row in spans], [row.high - row.ratio for _, row in spans]]
+        axes.errorbar([row.ratio for _, row in spans], [position for position, _ in spans], xerr=errors, fmt="none",
+                      ecolor="black", capsize=3)
+    axes.set_yticks(positions, [f"{row.kind}: {row.workflow} b{row.batch} ({row.cells})"
+                                + ("" if row.has_interval else ", no interval") for row in rows], fontsize=7)
     axes.invert_yaxis()
     for expected in sorted({row.expected for row in rows}, key=lambda e: (e.bandwidth, e.peak)):
         axes.axvline(expected.bandwidth, color="#c44e52", linestyle="--",

@@ -12,7 +12,7 @@ from mlcbench.orchestrator.reports.crossgen import Prediction, generation_rows, 
 from mlcbench.orchestrator.reports.data import Selection, compare, perf_rows
 from mlcbench.orchestrator.reports.html import write_html
 from mlcbench.orchestrator.reports.report import build_report
-from tests.reports.conftest import make_result, store_with
+from tests.reports.conftest import latency, make_result, store_with
 
 H100_TO_H200 = Prediction(bandwidth=4800 / 3350, peak=1.0)
 
@@ -77,6 +77,19 @@ def test_generation_rows_take_the_geometric_mean_over_the_models_of_a_kind():
     assert by_key[("llm", "torch_compile_static", 1)].verdict == "memory-bound"
     assert by_key[("llm", "eager", 1)].verdict.startswith("beyond the bandwidth ratio")
     assert generation_rows(compare(perf_rows(_two_generations()), "env", "local", "other")) == []
+
+
+def test_a_workflow_with_a_cell_measured_in_one_process_gets_no_interval_and_a_qualified_verdict():
+    results = _two_generations()
+    one_process = latency([[20.0, 20.1, 19.9]])  # ffn-llama2 b1 on the h200, one process: its ratio has no interval
+    results = [result.model_copy(update={"metrics": result.metrics.model_copy(update={
+        "latency": one_process, "tflops": 75.0})})
+        if (result.job.model, result.job.batch_size, result.provenance.gpu_tag) == ("ffn-llama2", 1, "h200")
+        else result for result in results]
+    rows = generation_rows(compare(perf_rows(results), "gpu", "h100", "h200"))
+    ffn_b1 = next(row for row in rows if (row.kind, row.workflow, row.batch) == ("synthetic", "eager", 1))
+    assert not ffn_b1.has_interval and ffn_b1.gain().endswith("(no interval)")
+    assert ffn_b1.verdict == "memory-bound (a point estimate: a cell has no interval)"
 
 
 def test_compare_prints_the_gain_per_workflow_beside_the_hardware_ratios(tmp_path: Path):
