@@ -21,6 +21,11 @@ class EnvPlan:
     unsupported: list[Result] = field(default_factory=list)
     skipped: int = 0
 
+    def processes_due(self, job: JobSpec) -> int:
+        """The worker processes the job's cell still needs at the least."""
+        resumed = self.resumed.get(job.job_id)
+        return job.repetition.processes - (processes_measured(resumed) if resumed is not None else 0)
+
 
 @dataclass(frozen=True)
 class Filters:

@@ -87,9 +87,7 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     plans = plan(options, store) if plans is None else plans
     report = SweepReport(skipped=sum(p.skipped for p in plans))
     # progress is counted in worker processes: each cell's minimum, and one for each result stored without one
-    listener.planned(sum(job.repetition.processes - (processes_measured(p.resumed[job.job_id])
-                                                     if job.job_id in p.resumed else 0)
-                         for p in plans for job in p.to_run)
+    listener.planned(sum(p.processes_due(job) for p in plans for job in p.to_run)
                      + sum(len(p.unsupported) for p in plans), report.skipped)
     writer = _ResultWriter(store, report, listener, options.sweep_id, {p.env.name: p.config_key for p in plans})
     for env_plan in plans:
@@ -268,10 +266,13 @@ class _Cell:
     def wants_process(self) -> bool:
         if self.stored or self.lost is not None:
             return False
-        if sum(processes_measured(result) for result in self.ok) < self.job.repetition.processes:
+        if self._processes() < self.job.repetition.processes:
             return True
         timing = self._timing()
         return timing is not None and stats.wants_another_process(timing, self.job.repetition, self._spent_s())
+
+    def _processes(self) -> int:
+        return sum(processes_measured(result) for result in self.ok)
 
     def _spent_s(self) -> float:
         spans = [result.provenance.ended_at - result.provenance.started_at for result in self.ok
@@ -299,7 +300,7 @@ class _Cell:
             "clocks": [reading for result in self.ok for reading in result.provenance.clocks]})
         reason = first.reason
         if self.lost is not None:
-            kept = sum(processes_measured(result) for result in self.ok)
+            kept = self._processes()
             reason = (f"{kept} process(es) kept; process {kept + 1} ended {self.lost.status}: "
                       f"{self.lost.reason or 'no reason recorded'}")
         return first.model_copy(update={"metrics": metrics, "provenance": provenance, "reason": reason})
