@@ -16,6 +16,26 @@ Setting = Union[bool, int, float, str, None]
 NOISY_CV = 0.05
 
 
+class Correctness(StrictModel):
+    """The workflow's output against eager PyTorch on the same inputs and weights."""
+
+    reference: str = "eager"
+    # outputs: a synthetic model's output tensor; teacher_forced: an LLM fed eager's greedy tokens, its logits compared
+    # with eager's at every output step (prefill and each decode step); greedy_prefix: logits compared only while the
+    # workflow's own greedy tokens agree with eager's (for a workflow that cannot take given tokens: names why in
+    # `note`)
+    method: Optional[Literal["outputs", "teacher_forced", "greedy_prefix"]] = None
+    steps_checked: Optional[int] = Field(None, description="LLM: output steps whose logits were compared")
+    worst_step: Optional[int] = Field(None, description="LLM: the output step with the largest error (0: prefill)")
+    note: Optional[str] = None
+    max_abs_diff: Optional[float] = None
+    rel_l2_error: Optional[float] = None
+    cosine: Optional[float] = None
+    token_agreement: Optional[float] = Field(None, ge=0, le=1)
+    tolerance: float
+    passed: bool
+
+
 class ProcessTiming(StrictModel):
     """The timed calls of a cell in one worker process, in milliseconds, in call order."""
 
@@ -25,6 +45,17 @@ class ProcessTiming(StrictModel):
     # what preparing the cell cost this process: the first compiles cold, later ones may find Inductor's cache warm
     compile_s: Optional[float] = None
     compile_cache: Optional[Literal["cold", "warm"]] = None
+    # every process checks its own first call against eager (a cell fails its check when one process fails)
+    correctness: Optional["Correctness"] = None
+    # synthetic: the GPU time of one call without the host's launch cost, per timed call (empty where not measured)
+    device_samples_ms: list[float] = []
+    device_method: Optional[Literal["cuda_graph_replay", "profiler_kernels"]] = None
+    # LLM: the prefill of the same process, timed as the calls are (not synchronised per token), and the per-step time
+    # of the timed calls: (median call - prefill_ms) / (output steps - 1)
+    prefill_ms: Optional[float] = None
+    step_ms: Optional[float] = None
+    # NVML readings taken while the timed calls ran (not before or after them): "throttled" is read from these
+    clocks: list["Clocks"] = []
 
 
 class Timing(StrictModel):
@@ -129,18 +160,6 @@ class Metrics(StrictModel):
         return max(known) if known else None
 
 
-class Correctness(StrictModel):
-    """The workflow's output against eager PyTorch on the same inputs and weights."""
-
-    reference: str = "eager"
-    max_abs_diff: Optional[float] = None
-    rel_l2_error: Optional[float] = None
-    cosine: Optional[float] = None
-    token_agreement: Optional[float] = Field(None, ge=0, le=1)
-    tolerance: float
-    passed: bool
-
-
 class GpuInfo(StrictModel):
     name: str
     uuid: Optional[str] = None
@@ -157,9 +176,9 @@ SLOWDOWN_REASONS = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_t
 
 
 class Clocks(StrictModel):
-    """The job's GPU as NVML sees it at the start or the end of the job."""
+    """The job's GPU as NVML sees it at the start or the end of the job, or while its timed calls run."""
 
-    at: Literal["start", "end"]
+    at: Literal["start", "end", "during"]
     sm_mhz: Optional[int] = None
     mem_mhz: Optional[int] = None
     power_limit_w: Optional[float] = None
@@ -216,3 +235,6 @@ class Result(StrictModel):
     def without_run(cls, job: JobSpec, status: Status, reason: str, **fields) -> "Result":
         """A result for a job that did not (or did not finish to) run."""
         return cls(job_id=job.job_id, job=job, status=status, reason=reason, **fields)
+
+
+ProcessTiming.model_rebuild()
