@@ -34,6 +34,9 @@ class Correctness(StrictModel):
     token_agreement: Optional[float] = Field(None, ge=0, le=1)
     tolerance: float
     passed: bool
+    # a cell's check combines its processes' own checks: it passes only when every process passed
+    processes_checked: Optional[int] = None
+    processes_failed: Optional[int] = None
 
 
 class ProcessTiming(StrictModel):
@@ -80,6 +83,19 @@ class Timing(StrictModel):
         None, description="how the interval was built: Student's t over the log process medians")
     converged: Optional[bool] = Field(None, description="the interval reached the repetition target")
     lost_processes: int = Field(0, description="processes of the cell that crashed or failed after others ran")
+    # one program per cell: the processes the figure combines (warm only; cold only where no warm process ran; or
+    # pooled where a test of the two samples found no difference)
+    series: Optional[Literal["warm", "cold", "pooled"]] = None
+    # synthetic: the GPU time of one call without the host's launch cost, over the same processes (geometric mean of
+    # process medians, 95 % interval as for median_ms)
+    device_median_ms: Optional[float] = None
+    device_ci_low_ms: Optional[float] = None
+    device_ci_high_ms: Optional[float] = None
+    device_method: Optional[Literal["cuda_graph_replay", "profiler_kernels"]] = None
+    # LLM: the per-step time of the timed calls over the same processes
+    step_median_ms: Optional[float] = None
+    step_ci_low_ms: Optional[float] = None
+    step_ci_high_ms: Optional[float] = None
 
     @property
     def noisy(self) -> bool:
@@ -114,12 +130,23 @@ class Applied(StrictModel):
     compile_caches: tuple[str, ...] = ()
 
 
+class CompileCost(StrictModel):
+    """What preparing a cell cost in the processes of one series (cold: an empty cache; warm: caches filled)."""
+
+    median_s: float
+    min_s: float
+    max_s: float
+    n: int = Field(ge=1)
+
+
 class Metrics(StrictModel):
     latency: Optional[Timing] = None
     compile_s: Optional[float] = Field(None, description="JIT: preparation + first call; AOT: build time")
     compile_cache: Optional[Literal["cold", "warm"]] = Field(
         None, description="warm: every graph came from an on-disk cache (Inductor's, or dynamo's precompile cache); "
                           "cold: one was compiled")
+    compile_cold: Optional[CompileCost] = None
+    compile_warm: Optional[CompileCost] = None
     load_s: Optional[float] = Field(None, description="model construction / loading")
     torch_peak_mem_bytes: Optional[int] = None
     nvml_peak_mem_bytes: Optional[int] = None
