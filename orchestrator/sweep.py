@@ -20,7 +20,7 @@ from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.store import Store, record
 from mlcbench.orchestrator import stats
 from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite, Timing
-from mlcbench.schema.protocol import new_sweep_id
+from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, new_sweep_id
 
 JOIN_POLL_S = 0.2
 
@@ -33,7 +33,7 @@ class SweepOptions:
     filters: Filters = Filters()
     rerun: bool = False
     workdir: Path = Path("results/work")
-    cache_dir: Path = Path.home() / ".cache" / "mlcbench"
+    cache_dir: Path = DEFAULT_CACHE_DIR
     # model -> a Hugging Face checkpoint folder to load instead of random weights
     checkpoints: dict[str, Path] = field(default_factory=dict)
     # tags the stored rows and the sweep's workers (container labels) alike

@@ -1,11 +1,20 @@
-"""The host/worker exchange, defined once: a worker's exchange folder, its command line, and the sweep id that tags
+"""The host/worker exchange, defined once: a worker's exchange folder, its command line (built by the host, parsed by
+the worker), the JSON Lines rule both sides read and write by, the default cache folder, and the sweep id that tags
 both the stored rows and the workers (containers) of a sweep."""
 
+import argparse
 import os
 import socket
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional, Sequence
+
+from pydantic import BaseModel
+
+from mlcbench.schema.base import StrictModel
 
 WORKER_MODULE = "mlcbench.workers"
+WORKER_COMMAND = "run"
 JOBS_FILE = "jobs.jsonl"  # JobSpec lines, written by the host before the worker starts
 RESULTS_FILE = "results.jsonl"  # Result lines, appended and flushed by the worker as each job ends
 PROGRESS_FILE = "progress.txt"  # the id of each job as the worker starts it (per-job timeouts)
@@ -13,17 +22,71 @@ LOG_FILE = "worker.log"  # the worker's stdout and stderr
 # the digest of the image a container worker runs in (compiler caches are keyed by it); unset for the local env
 IMAGE_DIGEST_ENV = "MLCBENCH_IMAGE_DIGEST"
 CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written before the first job when asked
+# persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "mlcbench"
+# JSON's own whitespace: a line of only these is blank
+_JSON_WHITESPACE = " \t\r"
+
+
+def encode_line(model: BaseModel) -> str:
+    """A model as one JSON Lines line. JSON escapes a newline inside a string, so the only b"\\n" is the last."""
+    return model.model_dump_json() + "\n"
+
+
+def complete_lines(data: bytes) -> tuple[list[str], int]:
+    """The non-blank lines that `data` completes, and how many bytes they span (a partial last line waits for its
+    newline). A line ends at b"\\n" only: str.splitlines() also ends one at U+2028, U+2029, U+0085, \\r ..., which
+    JSON leaves raw inside a string, and so would cut one result in two."""
+    end = data.rfind(b"\n") + 1
+    lines = data[:end].decode("utf-8", "replace").split("\n")
+    return [line for line in lines if line.strip(_JSON_WHITESPACE)], end
+
+
+def read_lines(path: Path) -> list[str]:
+    """The complete, non-blank lines of a JSON Lines file."""
+    return complete_lines(path.read_bytes())[0]
+
+
+class WorkerArgs(StrictModel):
+    """The worker's command line: `python -m mlcbench.workers run --jobs ... --results ...`."""
+
+    jobs: Path
+    results: Path
+    # append each job's id here as it starts (for per-job timeouts)
+    progress: Optional[Path] = None
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    # first measure the device's ceilings and write them here
+    calibration: Optional[Path] = None
+
+    def command(self, python: str) -> list[str]:
+        flags = [[_flag(name), str(value)] for name, value in self if value is not None]
+        return [python, "-m", WORKER_MODULE, WORKER_COMMAND, *(part for flag in flags for part in flag)]
+
+    @classmethod
+    def parse(cls, argv: Optional[Sequence[str]] = None) -> "WorkerArgs":
+        """The arguments after `python -m mlcbench.workers` (argv None: sys.argv's); a wrong one exits 2 with usage."""
+        parser = argparse.ArgumentParser(prog=f"python -m {WORKER_MODULE}", description="mlcbench worker")
+        commands = parser.add_subparsers(dest="command", required=True)
+        run = commands.add_parser(WORKER_COMMAND, help="run every job of a JSONL file, appending one Result line per "
+                                                       "job")
+        for name, field in cls.model_fields.items():
+            run.add_argument(_flag(name), dest=name, type=Path, required=field.is_required(),
+                             default=field.default if not field.is_required() else None)
+        parsed = vars(parser.parse_args(argv))
+        parsed.pop("command")
+        return cls(**parsed)
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
 
 
 def worker_command(python: str, folder: str, cache_dir: str, calibrate: bool = False) -> list[str]:
     """The worker's command line, for an exchange folder and a cache folder as the worker sees them; `calibrate`:
     measure the device's ceilings first (once per GPU per sweep)."""
-    return [python, "-m", WORKER_MODULE, "run",
-            "--jobs", f"{folder}/{JOBS_FILE}",
-            "--results", f"{folder}/{RESULTS_FILE}",
-            "--progress", f"{folder}/{PROGRESS_FILE}",
-            "--cache-dir", cache_dir,
-            *(["--calibration", f"{folder}/{CALIBRATION_FILE}"] if calibrate else [])]
+    return WorkerArgs(jobs=Path(folder, JOBS_FILE), results=Path(folder, RESULTS_FILE),
+                      progress=Path(folder, PROGRESS_FILE), cache_dir=Path(cache_dir),
+                      calibration=Path(folder, CALIBRATION_FILE) if calibrate else None).command(python)
 
 
 def new_sweep_id() -> str:

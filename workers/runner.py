@@ -14,7 +14,7 @@ from typing import Optional
 
 from mlcbench.schema import MODELS, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result
 from mlcbench.workers.measurement.clocks import read_clocks
-from mlcbench.workers.protocol import append_line, append_result
+from mlcbench.workers.exchange import append_line, append_model
 from mlcbench.workers.workflows.base import Unsupported
 
 TRACKED_PACKAGES = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu", "onnx", "tensorrt", "torch_tensorrt",
@@ -27,13 +27,13 @@ def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_
     for job in jobs:
         if progress_path is not None:
             append_line(progress_path, job.job_id)
-        append_result(results_path, run_job(job, cache_dir))
+        append_model(results_path, run_job(job, cache_dir))
 
 
 def write_calibration(path: Path, device: str) -> None:
     from mlcbench.workers.measurement.calibration import calibrate
 
-    append_line(path, calibrate(device).model_dump_json())
+    append_model(path, calibrate(device))
 
 
 def run_job(job: JobSpec, cache_dir: Path) -> Result:

@@ -24,6 +24,7 @@ from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.suites import SUITES, default_suite, get_suite
 from mlcbench.orchestrator.reports.tables import results_table
 from mlcbench.schema import FINAL_STATUSES, Status
+from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 
 # the statuses of jobs that did not end with an answer
 FAILURES = tuple(status for status in get_args(Status) if status not in FINAL_STATUSES)
@@ -77,7 +78,7 @@ def sweep(
     batch_size: Annotated[Optional[list[str]], typer.Option(help="only these batch sizes (comma-separated or "
                                                                  "repeated)")] = None,
     workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
-    cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = Path.home() / ".cache" / "mlcbench",
+    cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = DEFAULT_CACHE_DIR,
     runtime: Annotated[Runtime, typer.Option(
         help="local: run here; slurm: submit as one Slurm job array (--db must be a server every node reaches, "
              "--workdir and this interpreter must be on a filesystem they share)")] = Runtime.local,

@@ -17,7 +17,7 @@ from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, e
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
 from mlcbench.orchestrator.store.redaction import SECRETS
 from mlcbench.schema import EnvSpec, JobSpec
-from mlcbench.schema.protocol import IMAGE_DIGEST_ENV, worker_command
+from mlcbench.schema.protocol import IMAGE_DIGEST_ENV, read_lines, worker_command
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("workers", "schema")
@@ -90,7 +90,7 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
 
 def checkpoint_folders(files: WorkerFiles) -> set[str]:
     """The model_path folders the worker's jobs load."""
-    jobs = [JobSpec.model_validate_json(line) for line in files.jobs.read_text(encoding="utf-8").splitlines() if line]
+    jobs = [JobSpec.model_validate_json(line) for line in read_lines(files.jobs)]
     return {job.model_path for job in jobs if job.model_path}
 
 

@@ -11,10 +11,11 @@ from pydantic import ValidationError
 
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, StopRequest, WorkerFiles, WorkerHandle
 from mlcbench.schema import Calibration, JobSpec, Result
+from mlcbench.schema.protocol import complete_lines, encode_line
 
 
-class _LineReader:
-    """Complete lines appended to a file since the last call (a partial last line waits for its newline)."""
+class LineReader:
+    """Complete lines appended to a file since the last call (protocol.complete_lines)."""
 
     def __init__(self, path: Path):
         self._path = path
@@ -27,9 +28,9 @@ class _LineReader:
                 data = handle.read()
         except FileNotFoundError:
             return []
-        end = data.rfind(b"\n") + 1
-        self._offset += end
-        return [line for line in data[:end].decode("utf-8", "replace").splitlines() if line.strip()]
+        lines, consumed = complete_lines(data)
+        self._offset += consumed
+        return lines
 
 
 def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Callable[[Result], None],
@@ -49,14 +50,14 @@ def run_jobs(runtime: Runtime, jobs: list[JobSpec], workdir: Path, on_result: Ca
         files.folder.mkdir(parents=True, exist_ok=True)
         for stale in (files.results, files.progress, files.calibration):  # a folder reused by an earlier sweep: its answers are not ours
             stale.unlink(missing_ok=True)
-        files.jobs.write_text("".join(job.model_dump_json() + "\n" for job in pending), encoding="utf-8")
+        files.jobs.write_text("".join(map(encode_line, pending)), encoding="utf-8")
         handle = runtime.start_worker(files)
         try:
             done = _follow(handle, files, pending, on_result, poll_s or runtime.poll_s, stop, on_start)
         finally:
             if handle.poll() is None:
                 handle.kill()
-        if files.calibrate and on_calibration is not None and (lines := _LineReader(files.calibration).new_lines()):
+        if files.calibrate and on_calibration is not None and (lines := LineReader(files.calibration).new_lines()):
             try:
                 on_calibration(Calibration.model_validate_json(lines[-1]))
             except ValidationError:  # a worker of another version: its figures are not ours to read
@@ -69,7 +70,7 @@ def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_re
             poll_s: float, stop: StopRequest, on_start: Callable[[JobSpec], None]) -> int:
     """Follow one worker until it has answered every job, dies, overruns a job, or is asked to stop; returns how many
     jobs ended."""
-    results, progress = _LineReader(files.results), _LineReader(files.progress)
+    results, progress = LineReader(files.results), LineReader(files.progress)
     # started: jobs the worker has begun (progress lines); the job in flight is jobs[done] while started > done.
     # due_since: since when jobs[done] is due: the worker's start, then each result (a worker that hangs before it
     # starts a job times out like one that hangs inside it)

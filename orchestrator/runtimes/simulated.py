@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
 from mlcbench.schema import EnvSpec, JobSpec, Provenance, Result
+from mlcbench.schema.protocol import encode_line, read_lines
 
 KILLED = -9
 
@@ -31,9 +32,9 @@ class SimulatedWorker:
     def _run(self) -> None:
         if self._killed.wait(self._startup_s):
             return
-        jobs = [JobSpec.model_validate_json(line) for line in self._files.jobs.read_text().splitlines()]
+        jobs = [JobSpec.model_validate_json(line) for line in read_lines(self._files.jobs)]
         for job in jobs:
-            _append(self._files.progress, job.job_id)
+            _append(self._files.progress, job.job_id + "\n")
             started = datetime.now(timezone.utc)
             if self._killed.wait(self._seconds(job)):
                 return
@@ -42,7 +43,7 @@ class SimulatedWorker:
             if result is None:
                 self._exit_code = KILLED
                 return
-            _append(self._files.results, result.model_copy(update={"provenance": provenance}).model_dump_json())
+            _append(self._files.results, encode_line(result.model_copy(update={"provenance": provenance})))
         self._exit_code = 0
 
     def poll(self) -> Optional[int]:
@@ -75,4 +76,4 @@ class SimulatedRuntime(Runtime):
 
 def _append(path: Path, line: str) -> None:
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
+        handle.write(line)

@@ -11,7 +11,7 @@ from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.runtimes.base import Runtime, WorkerFiles
 from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.schema import EnvSpec, JobSpec, Result
-from mlcbench.workers.protocol import JobFileError, read_jobs
+from mlcbench.workers.exchange import JobFileError, read_jobs
 
 JOB = JobSpec(model="matmul-small", workflow="eager", precision="fp32", batch_size=1, device="cpu", warmup=0, repeats=1)
 GOOD_LINE = JOB.model_dump_json().encode()

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from mlcbench.orchestrator.runtimes.follower import parse_result_line
 from mlcbench.schema import MODELS, WORKFLOWS, JobSpec, Result, WorkflowOptions
-from mlcbench.workers.protocol import JobFileError, read_jobs
+from mlcbench.workers.exchange import JobFileError, read_jobs
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

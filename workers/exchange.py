@@ -1,12 +1,14 @@
-"""The worker's side of the JSONL protocol: a file of JobSpecs in, one Result line appended per finished job."""
+"""The worker's files of the exchange (schema/protocol.py): a file of JobSpecs in, one Result line appended and
+forced to disk per finished job."""
 
 import os
 from pathlib import Path
 from typing import Optional
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from mlcbench.schema import JobSpec, Result
+from mlcbench.schema import JobSpec
+from mlcbench.schema.protocol import encode_line
 
 MAX_LINE_BYTES = 1 << 20
 
@@ -21,8 +23,8 @@ def read_jobs(path: Path) -> list[JobSpec]:
     try:
         with open(path, "rb") as handle:
             number = 0
-            # JSON Lines ends lines at b"\n" only (str.splitlines would also split at U+2028 inside a string value);
-            # a bounded readline keeps a huge line from being read whole
+            # readline ends a line at b"\n" only, as protocol.complete_lines does; bounded, so that a huge line is
+            # not read whole
             while raw := handle.readline(MAX_LINE_BYTES + 1):
                 number += 1
                 if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
@@ -50,13 +52,19 @@ def _parse_job(path: Path, number: int, raw: bytes) -> Optional[JobSpec]:
         raise JobFileError(f"{path}:{number}: field {field}: {first['msg']}") from None
 
 
-def append_result(path: Path, result: Result) -> None:
-    """Append one line and force it to disk: a crash after this call cannot lose the result."""
-    append_line(path, result.model_dump_json())
+def append_model(path: Path, model: BaseModel) -> None:
+    """Append a result (or the device's ceilings) as one line and force it to disk: a crash after this call cannot
+    lose it."""
+    _append(path, encode_line(model))
 
 
-def append_line(path: Path, line: str) -> None:
+def append_line(path: Path, text: str) -> None:
+    """Append a line of plain text (a job id) and force it to disk."""
+    _append(path, text + "\n")
+
+
+def _append(path: Path, line: str) -> None:
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
+        handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
