@@ -9,7 +9,8 @@ from mlcbench.orchestrator.cli.console import console, exits_cleanly, split, war
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.data import (Comparison, Selection, compare as compare_rows, compare_stores,
                                                 load_attempts, load_results, perf_rows)
-from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_atomically, write_parquet
+from mlcbench.orchestrator.outputs import STDOUT, output_file, output_folder, write_atomically
+from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
 from mlcbench.orchestrator.reports.crossgen import generation_rows, host_lines
 from mlcbench.orchestrator.reports.terminal import comparison_table, generation_table
@@ -56,6 +57,10 @@ def report(
     """Tables of the stored results (support, throughput, speedup, compile cost, correctness, P3, provenance)."""
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
                           workflows=split(workflow, "--workflow"))
+    if markdown is not None and markdown != STDOUT:
+        output_file(markdown, "--markdown")
+    if html is not None:
+        output_file(output_folder(html, "--html") / "index.html", "--html")
     store, results = _selected(db, selection)
     if not results:
         return
@@ -142,8 +147,8 @@ def _print_comparison(comparison: Comparison) -> None:
 @exits_cleanly
 def export(
     output_format: Annotated[str, typer.Option("--format", help="csv, json (flat rows + the full Result) or parquet")] = "csv",
-    out: Annotated[Optional[Path], typer.Option("--out", help="file to write; stdout when omitted (not parquet)")]
-    = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="file to write; stdout when omitted or - (not "
+                                                              "parquet)")] = None,
     db: DbOption = DEFAULT_DB, gpu: GpuOption = None, env: EnvOption = None, model: ModelOption = None,
     workflow: WorkflowOption = None,
     status: Annotated[Optional[list[str]], typer.Option("--status", help="only these statuses")] = None,
@@ -151,8 +156,12 @@ def export(
     """One flat row per stored result: figures, correctness and provenance."""
     if output_format not in get_args(Format):
         raise UsageError(f"unknown --format {output_format!r}; use csv, json or parquet")
+    if out == STDOUT:
+        out = None
     if output_format == "parquet" and out is None:
         raise UsageError("--format parquet needs --out FILE")
+    if out is not None:
+        output_file(out, "--out")
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
                           workflows=split(workflow, "--workflow"), statuses=split(status, "--status"))
     _, results = _selected(db, selection)

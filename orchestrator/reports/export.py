@@ -3,10 +3,9 @@
 import csv
 import io
 import json
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Callable, Literal, Optional
+from typing import Literal, Optional
 
 from mlcbench.orchestrator.reports.data import env_of, gpu_of
 from mlcbench.schema import Result
@@ -116,14 +115,3 @@ def _arrow_types() -> dict[str, object]:
     by_annotation = {str: pa.string(), Optional[str]: pa.string(), int: pa.int64(), Optional[int]: pa.int64(),
                      Optional[float]: pa.float64(), bool: pa.bool_(), Optional[bool]: pa.bool_()}
     return {field.name: by_annotation[field.type] for field in fields(FlatRow)}
-
-
-def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """write() a temporary file beside path, then rename it over path: a failure leaves the previous file whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.crossgen import host_lines
 from mlcbench.orchestrator.reports.data import (Comparison, PerfRow, SupportMatrix, ThroughputTable, ceiling_rows,
                                                 provenance_line)
-from mlcbench.orchestrator.reports.export import write_atomically
+from mlcbench.orchestrator.outputs import write_atomically
 from mlcbench.orchestrator.reports.figures import Figure, write_figures
 from mlcbench.orchestrator.reports.p3 import RUBRIC
 from mlcbench.orchestrator.reports.report import Report

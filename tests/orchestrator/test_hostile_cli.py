@@ -131,10 +131,10 @@ def test_a_full_disk_mid_sweep_is_one_error_line_exit_1_and_what_was_stored_stay
 
 
 @pytest.mark.parametrize("command", [["export", "--out"], ["report", "--markdown"]])
-def test_writing_under_a_file_is_one_error_line_exit_1(tmp_path, command):
+def test_writing_under_a_file_is_one_error_line_exit_2(tmp_path, command):
     path, url = store_of(tmp_path)
-    one_error_line(runner.invoke(app, [*command, str(path / "out.txt"), "--db", url]), ExitCode.ENVIRONMENT,
-                   f"File exists: {path}")
+    one_error_line(runner.invoke(app, [*command, str(path / "out.txt"), "--db", url]), ExitCode.USAGE,
+                   f"{path} is a regular file, not a folder")
 
 
 def test_a_failed_export_leaves_the_previous_file_whole(tmp_path, monkeypatch):
