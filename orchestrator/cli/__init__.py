@@ -21,6 +21,7 @@ from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
+from mlcbench.orchestrator.store.redaction import mask
 from mlcbench.orchestrator.suites import SUITES, default_suite, get_suite
 from mlcbench.orchestrator.reports.tables import results_table
 from mlcbench.schema import FINAL_STATUSES, Status
@@ -138,7 +139,7 @@ def sweep(
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {target.tag}"))
     console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
     if report.interrupted:
-        resume = shlex.join(["mlcbench", *sys.argv[1:]])
+        resume = mask(shlex.join(["mlcbench", *sys.argv[1:]]), store.secrets)
         print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
               file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED)

@@ -11,9 +11,9 @@ from mlcbench.schema import Result
 
 def record(store: Store, result: Result, env: str, gpu_tag: str, image_digest: Optional[str],
            sweep_id: Optional[str], config_key: Optional[str] = None) -> Result:
-    """Stamp a worker's (or the planner's) result with its provenance, mask secrets, store it; returns what was
+    """Stamp a worker's (or the planner's) result with its provenance, mask secrets (the store URL's too), store it; returns what was
     stored."""
-    stored = redact(provenance.finish(result, env, gpu_tag, image_digest, config_key, sweep_id))
+    stored = redact(provenance.finish(result, env, gpu_tag, image_digest, config_key, sweep_id), also=store.secrets)
     store.put(stored, sweep_id=sweep_id)
     return stored
 

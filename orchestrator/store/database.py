@@ -7,7 +7,6 @@ Alembic migrations, never rewritten silently. The orchestrator is the only write
 processes, hosts) may write to one store at once."""
 
 import os
-import re
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
+from mlcbench.orchestrator.store.redaction import mask, mask_url, url_secrets
 from mlcbench.schema import FINAL_STATUSES, Calibration, Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
@@ -118,12 +118,14 @@ class Store:
         writes."""
         self.url = url
         self.safe_url = safe_url(url)
+        # the URL's credentials, masked in whatever the store is handed to keep
+        self.secrets = url_secrets(url)
         self.engine, self.read_only = open_engine(url, create, pooled)
         try:
             migrate(self.engine, self.read_only)
         except DBAPIError as error:
             raise EnvironmentFailure(f"cannot bring the result store {self.safe_url} to this mlcbench's schema: "
-                                     f"{failure(error)}; run the command again") from None
+                                     f"{failure(error, url)}; run the command again") from None
         # row id -> why its stored result could not be read: rows the reads so far skipped
         self.unreadable: dict[int, str] = {}
 
@@ -140,9 +142,9 @@ class Store:
                 session.add_all(ResultRow(**_columns(result), sweep_id=sweep_id) for result, sweep_id in attempts)
                 session.add_all(_calibration_row(calibration) for calibration in calibrations)
         except DBAPIError as error:
-            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error)}; what "
-                                     f"was stored before is kept, run the same command again once it is mended") \
-                from None
+            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error, self.url)}; "
+                                     f"what was stored before is kept, run the same command again once it is "
+                                     f"mended") from None
 
     def put_calibration(self, calibration: Calibration) -> None:
         with Session(self.engine) as session, session.begin():
@@ -207,7 +209,8 @@ class Store:
             with Session(self.engine) as session:
                 return list(session.scalars(query))
         except DBAPIError as error:
-            raise EnvironmentFailure(f"cannot read the result store {self.safe_url}: {failure(error)}") from None
+            raise EnvironmentFailure(f"cannot read the result store {self.safe_url}: {failure(error, self.url)}") \
+                from None
 
 
 def _preference(row: ResultRow, result: Result) -> tuple:
@@ -233,6 +236,7 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Eng
     """An engine whose database answers, and whether it is read-only; any failure is a UsageError that names the URL.
     create=False: a SQLite file must exist already, and one that cannot be written (a read-only or immutable file, a
     read-only filesystem) is opened read-only. pooled=False: no connection pool (see Store)."""
+    _refuse_unencoded_at(url)
     path = sqlite_file(url)
     read_only = False
     if path is not None:
@@ -255,7 +259,7 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Eng
         raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL "
                          f"(e.g. sqlite:///results/mlcbench.db, postgresql+psycopg://user:password@host/db)") from None
     except (ImportError, ValueError) as error:
-        raise UsageError(f"cannot use --db {safe_url(url)}: {error}") from None
+        raise UsageError(f"cannot use --db {safe_url(url)}: {mask(str(error), url_secrets(url))}") from None
     if engine.dialect.name == "sqlite" and not read_only:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
@@ -263,13 +267,43 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Eng
         with engine.connect():
             pass
     except DBAPIError as error:
-        raise UsageError(f"cannot open the result store {safe_url(url)}: {failure(error)}") from None
+        message = f"cannot open the result store {safe_url(url)}: {failure(error, url)}"
+        if _refused_for_what_was_asked(error, engine.dialect.name):
+            raise UsageError(f"{message}; check --db") from None
+        raise EnvironmentFailure(f"{message}; start the database server or mend the network, then run the same "
+                                 f"command again") from None
     return engine, read_only
 
 
-def failure(error: DBAPIError) -> str:
-    """The database's own one-line reason (not SQLAlchemy's, which quotes the statement and its parameters)."""
-    return str(error.orig).strip().splitlines()[0] if error.orig is not None else type(error).__name__
+# SQLSTATE classes of a server that answered and refused what it was asked: invalid authorization (a wrong user or
+# password), no such database
+_REFUSALS = ("28", "3D")
+
+
+def _refused_for_what_was_asked(error: DBAPIError, dialect: str) -> bool:
+    """A mistake in --db (a SQLite file that is not a store, a wrong password or database name), rather than a server
+    that does not answer."""
+    if dialect == "sqlite":
+        return True
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return isinstance(sqlstate, str) and sqlstate.startswith(_REFUSALS)
+
+
+def _refuse_unencoded_at(url: str) -> None:
+    """A password holding an unencoded '@' would be cut there and its tail taken for the host (and shown as one)."""
+    try:
+        host = make_url(url).host
+    except (ArgumentError, ValueError):
+        return
+    if host and "@" in host:
+        raise UsageError(f"cannot use --db {safe_url(url)}: its password holds an '@'; write it as %40")
+
+
+def failure(error: DBAPIError, url: str) -> str:
+    """The database's own one-line reason (not SQLAlchemy's, which quotes the statement and its parameters), with the
+    URL's credentials masked."""
+    reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else type(error).__name__
+    return mask(reason, url_secrets(url))
 
 
 def _sqlite_pragmas(connection, _record) -> None:
@@ -287,11 +321,8 @@ def _sqlite_begin(connection) -> None:
 
 
 def safe_url(url: str) -> str:
-    """The URL for messages, its password masked (in a string SQLAlchemy cannot parse: all that precedes the host)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return re.sub(r"://.*@", "://***@", url)
+    """The URL for messages, stores and reports, its credentials masked."""
+    return mask_url(url)
 
 
 def _alembic_config(connection) -> Config:

@@ -1,0 +1,129 @@
+"""A store URL's password, in every form a user may write it (user-info, a password query parameter, a password holding
+an unencoded '@'), never reaches a printed line, an error, a stored row, a report or a Slurm submission."""
+
+import os
+import shutil
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+from typer.testing import CliRunner
+
+from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.errors import ExitCode
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from mlcbench.orchestrator.store import safe_url
+from mlcbench.orchestrator.store.redaction import url_secrets
+from mlcbench.schema import Result
+from tests.conftest import NO_POSTGRES, POSTGRES_URL
+from tests.orchestrator.test_hostile_cli import TINY, one_error_line
+
+runner = CliRunner()
+PASSWORD = "Pw1x9Tail9z"
+# a password holding '@': its head and tail, each of which must stay hidden
+HEAD, TAIL = "Pw1xHead", "Tail9zq"
+FORMS = {
+    "user-info": f"postgresql+psycopg://u:{PASSWORD}@127.0.0.1:1/db",
+    "query": f"postgresql+psycopg://u@127.0.0.1:1/db?password={PASSWORD}",
+    "query among others": f"postgresql+psycopg://u@127.0.0.1:1/db?sslmode=disable&password={PASSWORD}&x=1",
+    "percent-encoded": f"postgresql+psycopg://u:{PASSWORD}%2F@127.0.0.1:1/db",
+    "unencoded @": f"postgresql+psycopg://u:{HEAD}@{TAIL}@127.0.0.1:1/db",
+    "unencoded /": f"postgresql+psycopg://u:{HEAD}/{TAIL}@127.0.0.1:1/db",
+}
+
+
+def leaks(text: str) -> list[str]:
+    return [secret for secret in (PASSWORD, HEAD, TAIL) if secret in text]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_of_password_is_masked_in_the_shown_url(form):
+    url = FORMS[form]
+    assert url_secrets(url) and leaks(safe_url(url)) == []
+    assert "127.0.0.1:1/db" in safe_url(url)  # the rest stays readable
+
+
+def test_a_url_without_a_password_is_shown_as_it_is():
+    for url in ("sqlite:///results/a@b:c.db", "postgresql+psycopg://u@host/db?sslmode=require", "not a url"):
+        assert safe_url(url) == url
+
+
+@pytest.mark.parametrize("command", [["sweep", *TINY[1:]], ["results"], ["report"], ["export"],
+                                     ["compare", "--env", "a", "--env", "b"]])
+@pytest.mark.parametrize("form", FORMS)
+def test_an_error_never_shows_the_password(tmp_path, command, form):
+    workdir = ["--workdir", str(tmp_path / "w")] if command[0] == "sweep" else []
+    done = runner.invoke(app, [*command, "--db", FORMS[form], *workdir])
+    assert done.exit_code in (ExitCode.ENVIRONMENT, ExitCode.USAGE), done.output
+    assert done.stderr.startswith("error: ") and "Traceback" not in done.output
+    assert leaks(done.output) == []
+
+
+def test_a_password_holding_an_unencoded_at_is_refused_without_its_tail_taken_for_the_host():
+    one_error_line(runner.invoke(app, ["results", "--db", FORMS["unencoded @"]]), ExitCode.USAGE,
+                   "its password holds an '@'; write it as %40")
+
+
+def test_a_sweep_and_every_report_of_a_store_with_a_password_query_keep_it_hidden(tmp_path, monkeypatch):
+    """SQLite takes (and ignores) a password query parameter: the whole path, sweep to HTML, runs here."""
+    url = f"sqlite:///{tmp_path / 'store.db'}?password={PASSWORD}"
+    echoing = lambda job: Result.without_run(job, "failed", f"the database said {PASSWORD}")  # noqa: E731
+    monkeypatch.setattr(sweeping, "make_runtime",
+                        lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0, answer=echoing))
+    swept = runner.invoke(app, [*TINY, "--db", url, "--workdir", str(tmp_path / "w")])
+    assert swept.exit_code == ExitCode.JOBS_FAILED, swept.output
+    outputs = [swept.output]
+    for command in (["results"], ["results", "--history"], ["export"], ["export", "--format", "json"],
+                    ["report", "--markdown", str(tmp_path / "r.md"), "--html", str(tmp_path / "html")]):
+        done = runner.invoke(app, [*command, "--db", url])
+        assert done.exit_code == 0, done.output
+        outputs.append(done.output)
+    assert "password=***" in swept.output
+    written = [(tmp_path / "r.md").read_text(), (tmp_path / "html" / "index.html").read_text()]
+    assert "password=***" in written[0]
+    stored = "\n".join(sqlite3.connect(tmp_path / "store.db").iterdump())
+    assert "the database said ***" in stored
+    assert [leaks(text) for text in [*outputs, *written, stored]] == [[]] * (len(outputs) + len(written) + 1)
+
+
+def _fake_sbatch(tmp_path: Path, script: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (("sbatch", script), ("squeue", "exit 0")):
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("form", ["user-info", "query"])
+def test_a_slurm_submission_and_the_reports_of_a_postgres_store_keep_its_password_hidden(tmp_path, mlcbench,
+                                                                                      schema_url, form):
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    url = make_url(schema_url)
+    if not url.password:
+        pytest.skip("MLCBENCH_TEST_POSTGRES_URL has no password to hide")
+    secret = url.password
+    given = (url.render_as_string(hide_password=False) if form == "user-info"
+             else url.set(password=None).update_query_dict({"password": secret}).render_as_string(False))
+    env = _fake_sbatch(tmp_path, f'echo "$@" > {tmp_path / "sbatch-args"}; echo 4242')
+    done = mlcbench("sweep", "--runtime", "slurm", "--gpu", "cpu", "--suite", "tiny", "--model", "matmul-small",
+                    "--db", given, "--workdir", "work", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Slurm array 4242" in done.stdout
+    refused = mlcbench("sweep", "--runtime", "slurm", "--gpu", "cpu", "--suite", "tiny", "--model", "matmul-small",
+                       "--db", given, "--workdir", "work2", "--rerun",
+                       env=_fake_sbatch(tmp_path, f'echo "sbatch: error: bad {secret}" >&2; exit 1'))
+    assert refused.returncode != 0
+    texts = [done.stdout, done.stderr, (tmp_path / "sbatch-args").read_text(), refused.stdout, refused.stderr]
+    for command in (["results"], ["report", "--markdown", "-"]):
+        shown = mlcbench(*command, "--db", given)
+        assert shown.returncode == 0, shown.stderr
+        texts += [shown.stdout, shown.stderr]
+    assert [secret in text for text in texts] == [False] * len(texts)
+    shutil.rmtree(tmp_path / "work", ignore_errors=True)
