@@ -136,12 +136,7 @@ def _print_comparison(comparison: Comparison) -> None:
     generations = generation_rows(comparison)
     if generations:
         console.print(generation_table(generations, comparison.first, comparison.second))
-    compared = sum(1 for row in comparison.rows if row.ratio is not None)
-    with_interval = sum(1 for row in comparison.rows if row.change is not None and row.change.significant is not None)
-    flagged = sum(1 for row in comparison.rows if row.flags)
-    console.print(f"{compared} of {len(comparison.rows)} row(s) ran ok on both sides; {comparison.significant} of "
-                  f"{with_interval} with intervals differ significantly (95 % intervals: about 1 in 20 would by "
-                  f"chance alone); {flagged} flagged ⚠")
+    console.print(comparison.summary())
 
 
 @exits_cleanly

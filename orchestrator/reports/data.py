@@ -7,9 +7,10 @@ from statistics import median
 from typing import Iterable, Literal, Optional, Sequence
 
 from mlcbench.orchestrator import stats
+from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.provenance import decode_step_bytes
-from mlcbench.schema import GPUS, MODELS, WORKFLOWS, Calibration, JobSpec, Result
+from mlcbench.schema import GPUS, MODELS, WORKFLOWS, Calibration, JobSpec, ProcessTiming, Result, Timing
 
 Kind = Literal["llm", "synthetic"]
 Axis = Literal["gpu", "env", "store"]
@@ -105,6 +106,97 @@ def not_compiled(result: Result) -> bool:
     return info is not None and info.dynamo and result.metrics.applied.compiled_graphs == 0
 
 
+# The rules that decide what a report may call a finding, in one place (the report texts quote them from here).
+# ⚠ marks a figure whose 95 % interval reaches further than this from it (relative), on either side.
+WIDE_INTERVAL = 0.05
+# A verdict (a speedup that P3 counts, "fastest") needs this many worker processes on each side and a passed check.
+VERDICT_PROCESSES = 3
+# Below this whole-call time the GPU time of one call decides where both sides have it: the host's launch cost moves
+# a sub-millisecond call up to 2x between processes (reference/facts.md), the device time far less.
+DEVICE_TIME_BELOW_MS = 1.0
+RULES = (f"⚠: the figure's 95 % interval reaches more than ±{100 * WIDE_INTERVAL:g} % from it, a process was "
+         f"lost, the GPU throttled during the timed calls (NVML, read while they ran), or a figure came out over 100 % of a "
+         f"bound (then the bound or the timing is wrong). A verdict (a speedup P3 counts, \"fastest\") needs "
+         f"≥ {VERDICT_PROCESSES} worker processes on each side and a passed correctness check: cells with fewer show "
+         f"\"n=1\" / \"n=2, no verdict\", a cell that failed its check gets no speedup. Cells under "
+         f"{DEVICE_TIME_BELOW_MS:g} ms are judged on device time (the GPU time of one call without the host's launch "
+         f"cost) where both sides have it, and say so.")
+
+FigureName = Literal["whole call", "device time"]
+
+
+def processes_of(result: Result) -> int:
+    """The worker processes behind a result's figure (a Timing stored as one worker reported it is one process)."""
+    latency = result.metrics.latency
+    return 0 if latency is None else len(latency.processes) or 1
+
+
+def check_failed(result: Result) -> bool:
+    return result.correctness is not None and not result.correctness.passed
+
+
+def throttled_during(result: Result) -> bool:
+    """A slowdown NVML reported while the timed calls ran (readings before or after them say nothing of the calls)."""
+    latency = result.metrics.latency
+    return latency is not None and any(reading.throttled for process in latency.processes
+                                       for reading in process.clocks if reading.at == "during")
+
+
+def device_timing(latency: Timing) -> Optional[Timing]:
+    """The GPU time of one call as a Timing of its own (figure, interval, process medians), for the statistics that
+    compare two cells; None where the cell has none."""
+    processes = [ProcessTiming(samples_ms=p.device_samples_ms) for p in latency.processes if p.device_samples_ms]
+    if latency.device_median_ms is None or not processes:
+        return None
+    return latency.model_copy(update={"median_ms": latency.device_median_ms, "processes": processes,
+                                      "ci_low_ms": latency.device_ci_low_ms, "ci_high_ms": latency.device_ci_high_ms})
+
+
+def deciding_timing(latency: Timing) -> tuple[Timing, FigureName]:
+    """The figure one cell is judged on: device time under DEVICE_TIME_BELOW_MS where it has one."""
+    device = device_timing(latency) if latency.median_ms < DEVICE_TIME_BELOW_MS else None
+    return (device, "device time") if device is not None else (latency, "whole call")
+
+
+def time_ratio(baseline: Timing, candidate: Timing) -> tuple[stats.Ratio, FigureName]:
+    """baseline / candidate time with its interval, on device time where either is under DEVICE_TIME_BELOW_MS and
+    both have it (the figure that discriminates), else on the whole call."""
+    if min(baseline.median_ms, candidate.median_ms) < DEVICE_TIME_BELOW_MS:
+        a, b = device_timing(baseline), device_timing(candidate)
+        if a is not None and b is not None:
+            return stats.speedup(a, b), "device time"
+    return stats.speedup(baseline, candidate), "whole call"
+
+
+def interval_reach(timing: Timing) -> Optional[tuple[float, float]]:
+    """How far the 95 % interval reaches below and above the figure (relative, both positive)."""
+    if timing.ci_low_ms is None or timing.ci_high_ms is None or timing.median_ms <= 0:
+        return None
+    return 1 - timing.ci_low_ms / timing.median_ms, timing.ci_high_ms / timing.median_ms - 1
+
+
+def wide(timing: Timing) -> Optional[tuple[float, float]]:
+    """The interval's reach below and above the figure where it is wider than WIDE_INTERVAL (else None)."""
+    reach = interval_reach(timing)
+    return reach if reach is not None and max(reach) > WIDE_INTERVAL else None
+
+
+def no_verdict(result: Result) -> Optional[str]:
+    """Why a result's figure cannot carry a verdict ("n=1", "check failed", ...); None where it can."""
+    if result.status != "ok" or _value(result) is None:
+        return result.status
+    if check_failed(result):
+        return "check failed"
+    if not_compiled(result):
+        return "not compiled"
+    processes = processes_of(result)
+    if processes < VERDICT_PROCESSES:
+        return f"n={processes}"
+    if result.job.workflow != "eager" and result.correctness is None:
+        return "not checked"
+    return None
+
+
 @dataclass(frozen=True)
 class Speedup:
     """Baseline (eager) time / this result's time, with its 95 % interval (orchestrator/stats.py)."""
@@ -112,6 +204,10 @@ class Speedup:
     ratio: stats.Ratio
     # the baseline's sweep when it is not this result's own (no eager run in the same sweep)
     baseline_sweep: Optional[str] = None
+    figure: FigureName = "whole call"
+    # why either side cannot carry a verdict (None: both can)
+    baseline_no_verdict: Optional[str] = None
+    candidate_no_verdict: Optional[str] = None
 
     @property
     def value(self) -> float:
@@ -120,6 +216,10 @@ class Speedup:
     @property
     def significant(self) -> Optional[bool]:
         return self.ratio.significant
+
+    @property
+    def verdict(self) -> bool:
+        return self.baseline_no_verdict is None and self.candidate_no_verdict is None
 
     @property
     def claimed(self) -> float:
@@ -133,7 +233,12 @@ class Speedup:
             text = f"{self.value:.2f}× (no interval)"
         else:
             text = f"{self.value:.2f}× [{self.ratio.low:.2f}–{self.ratio.high:.2f}]"
-        return text + (f" vs eager of sweep {self.baseline_sweep}" if self.baseline_sweep else "")
+        if self.figure == "device time":
+            text += " on device time"
+        if self.baseline_sweep:
+            text += f" vs eager of sweep {self.baseline_sweep}"
+        # the candidate's own evidence is shown beside its figure; the baseline's only here
+        return text + (f", eager {self.baseline_no_verdict}: no verdict" if self.baseline_no_verdict else "")
 
 
 @dataclass(frozen=True)
@@ -172,27 +277,85 @@ class PerfRow:
         return not_compiled(self.result)
 
     @property
+    def processes(self) -> int:
+        return processes_of(self.result)
+
+    @property
+    def series(self) -> Optional[str]:
+        """Which processes the figure combines: warm, cold (no warm process ran) or pooled (None: stored before)."""
+        latency = self.result.metrics.latency
+        return latency.series if latency else None
+
+    @property
+    def no_verdict(self) -> Optional[str]:
+        return no_verdict(self.result)
+
+    @property
+    def check_failed(self) -> bool:
+        return check_failed(self.result)
+
+    @property
+    def step_time_missing(self) -> bool:
+        """An LLM cell on a GPU stored before the timed calls' per-step time was: no % of the decode bound."""
+        latency = self.result.metrics.latency
+        return (self.kind == "llm" and self.value is not None and self.result.job.device == "cuda"
+                and latency is not None and latency.step_median_ms is None)
+
+    def _scaled(self, time_ms: float) -> Optional[float]:
+        """The figure at another time of the same call (a figure is inversely proportional to its time)."""
+        latency = self.result.metrics.latency
+        return None if self.value is None or latency is None else self.value * latency.median_ms / time_ms
+
+    @property
     def interval(self) -> Optional[tuple[float, float]]:
-        """The value's 95 % interval (a figure inversely proportional to the time)."""
+        """The value's 95 % interval."""
         latency = self.result.metrics.latency
         if self.value is None or latency is None or latency.ci_low_ms is None or latency.ci_high_ms is None:
             return None
-        return (self.value * latency.median_ms / latency.ci_high_ms, self.value * latency.median_ms / latency.ci_low_ms)
+        return self._scaled(latency.ci_high_ms), self._scaled(latency.ci_low_ms)  # type: ignore[return-value]
+
+    @property
+    def device(self) -> Optional["DeviceFigure"]:
+        """The figure at the GPU time of one call (synthetic cells that measured it)."""
+        latency = self.result.metrics.latency
+        if self.value is None or latency is None or latency.device_median_ms is None:
+            return None
+        low, high = latency.device_ci_low_ms, latency.device_ci_high_ms
+        return DeviceFigure(
+            value=self._scaled(latency.device_median_ms), median_ms=latency.device_median_ms,  # type: ignore[arg-type]
+            interval=(self._scaled(high), self._scaled(low)) if low is not None and high is not None else None,
+            method=latency.device_method)
+
+    @property
+    def decided_on(self) -> FigureName:
+        latency = self.result.metrics.latency
+        return "whole call" if latency is None else deciding_timing(latency)[1]
 
     def flags(self) -> list[str]:
-        """What a reader must know before trusting the figure."""
+        """What a reader must know before trusting the figure: only what singles a cell out."""
         latency, found = self.result.metrics.latency, []
         if self.value is None or latency is None:
             return found
-        if latency.noisy:
-            found.append(f"CV {100 * max(latency.cv, latency.cv_between or 0.0):.0f} %")
-        if len(latency.processes) < 2:
-            found.append("1 process")
+        timing, figure = deciding_timing(latency)
+        reach = wide(timing)
+        if reach is not None:
+            found.append(f"{'device-time ' if figure == 'device time' else ''}interval "
+                         f"−{100 * reach[0]:.0f}/+{100 * reach[1]:.0f} %")
         if latency.lost_processes:
             found.append(f"{latency.lost_processes} process(es) lost")
-        if self.result.provenance.throttled:
+        if throttled_during(self.result):
             found.append("throttled")
+        if any(f is not None and f > 1 for f in (self.efficiency, self.measured_efficiency)):
+            found.append("over 100 % of a bound")
         return found
+
+
+@dataclass(frozen=True)
+class DeviceFigure:
+    value: float
+    median_ms: float
+    interval: Optional[tuple[float, float]]
+    method: Optional[str]
 
 
 def _value(result: Result) -> Optional[float]:
@@ -201,15 +364,20 @@ def _value(result: Result) -> Optional[float]:
     return result.metrics.tokens_per_s if kind_of(result.job.model) == "llm" else result.metrics.tflops
 
 
-def _efficiency(result: Result) -> Optional[float]:
-    metrics = result.metrics
-    if result.status != "ok":
+def spec_fraction(result: Result) -> Optional[float]:
+    """Of the catalog's spec, on a GPU only: synthetic, of peak TFLOPS; LLM, the bytes a decode step reads per
+    per-step time of the timed calls against the spec bandwidth (None without a step time)."""
+    metrics, job = result.metrics, result.job
+    if result.status != "ok" or job.device != "cuda":
         return None
-    if kind_of(result.job.model) == "llm":
-        return metrics.bandwidth_fraction
+    if kind_of(job.model) == "llm":
+        peaks, latency = GPUS.get(gpu_of(result)), metrics.latency
+        if peaks is None or latency is None or not latency.step_median_ms:
+            return None
+        return decode_step_bytes(job) / (latency.step_median_ms * 1e-3) / (peaks.bandwidth_gbs * 1e9)
     if metrics.peak_fraction is not None:
         return metrics.peak_fraction
-    peak = peak_tflops(gpu_of(result), result.job.precision, metrics.accumulation)
+    peak = peak_tflops(gpu_of(result), job.precision, metrics.accumulation)
     return metrics.tflops / peak if metrics.tflops is not None and peak else None
 
 
@@ -220,16 +388,19 @@ def _baseline_key(result: Result) -> tuple[str, str, str, str, int, str]:
 
 
 def _speedup(result: Result, baselines: list[Result]) -> Optional[Speedup]:
-    """Against the eager run of the same sweep where there is one, else the latest eager run (named)."""
+    """Against the eager run of the same sweep where there is one, else the latest eager run (named). A result that
+    failed its check gets none."""
     latency = result.metrics.latency
     if result.job.workflow == "eager" or _value(result) is None or latency is None or not baselines \
-            or not_compiled(result):
+            or not_compiled(result) or check_failed(result):
         return None
     same = [b for b in baselines if b.provenance.sweep_id == result.provenance.sweep_id]
     baseline = max(same or baselines,
                    key=lambda b: b.provenance.ended_at.timestamp() if b.provenance.ended_at else 0.0)
     other = None if same else (baseline.provenance.sweep_id or "unknown")
-    return Speedup(stats.speedup(baseline.metrics.latency, latency), baseline_sweep=other)  # type: ignore[arg-type]
+    ratio, figure = time_ratio(baseline.metrics.latency, latency)  # type: ignore[arg-type]
+    return Speedup(ratio, baseline_sweep=other, figure=figure, baseline_no_verdict=no_verdict(baseline),
+                   candidate_no_verdict=no_verdict(result))
 
 
 def calibration_for(result: Result, calibrations: Sequence[Calibration]) -> Optional[Calibration]:
@@ -244,13 +415,13 @@ def calibration_for(result: Result, calibrations: Sequence[Calibration]) -> Opti
 
 def _measured_efficiency(result: Result, calibrations: Sequence[Calibration]) -> Optional[float]:
     calibration, metrics = calibration_for(result, calibrations), result.metrics
-    if result.status != "ok" or calibration is None:
+    if result.status != "ok" or result.job.device != "cuda" or calibration is None:
         return None
     if kind_of(result.job.model) == "llm":
-        peaks = GPUS.get(gpu_of(result))
-        if metrics.bandwidth_fraction is None or peaks is None or not calibration.copy_gbs:
+        peaks, of_spec = GPUS.get(gpu_of(result)), spec_fraction(result)
+        if of_spec is None or peaks is None or not calibration.copy_gbs:
             return None
-        return metrics.bandwidth_fraction * peaks.bandwidth_gbs / calibration.copy_gbs
+        return of_spec * peaks.bandwidth_gbs / calibration.copy_gbs
     measured = calibration.gemm_tflops.get(result.job.precision)
     return metrics.tflops / measured if metrics.tflops is not None and measured else None
 
@@ -268,7 +439,7 @@ def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = (
             gpu=gpu_of(result), env=env_of(result), model=job.model, workflow=job.workflow, precision=job.precision,
             batch=job.batch_size, kind=kind_of(job.model), status=result.status, reason=result.reason,
             value=_value(result), speedup=_speedup(result, eager.get(_baseline_key(result), [])),
-            efficiency=_efficiency(result), accumulation=result.metrics.accumulation,
+            efficiency=spec_fraction(result), accumulation=result.metrics.accumulation,
             correct=result.correctness.passed if result.correctness else None, result=result,
             measured_efficiency=_measured_efficiency(result, calibrations)))
     return sorted(rows, key=lambda r: (r.kind, r.model, r.gpu, r.env, r.settings, workflow_order(r.workflow),
@@ -279,6 +450,41 @@ def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = (
 class ThroughputLine:
     workflow: str
     cells: dict[int, PerfRow]  # batch size -> result
+
+
+@dataclass(frozen=True)
+class Fastest:
+    """Which workflow is fastest at one batch size of a table, judged only among cells that can carry a verdict."""
+
+    batch: int
+    workflow: Optional[str]  # None: no verdict, or the two fastest are within noise
+    text: str
+
+
+def fastest(batch: int, rows: Iterable[PerfRow]) -> Fastest:
+    rows = list(rows)
+    judged = [row for row in rows if row.no_verdict is None]
+    skipped = [f"{row.workflow} ({row.no_verdict})" for row in rows if row.value is not None and row.no_verdict]
+    tail = f"; not judged: {', '.join(skipped)}" if skipped else ""
+    if not judged:
+        return Fastest(batch, None, f"b{batch}: no verdict (no cell with ≥ {VERDICT_PROCESSES} processes and a "
+                                    f"passed check){tail}")
+    timings = {id(row): row.result.metrics.latency for row in judged}
+    device = {key: device_timing(timing) for key, timing in timings.items()}  # type: ignore[arg-type]
+    on_device = (all(device.values()) and min(t.median_ms for t in timings.values())  # type: ignore[union-attr]
+                 < DEVICE_TIME_BELOW_MS)
+    ranked = sorted(judged, key=lambda row: (device if on_device else timings)[id(row)].median_ms)  # type: ignore
+    top = ranked[0]
+    if len(ranked) == 1:
+        return Fastest(batch, top.workflow, f"b{batch}: {top.workflow}, the only cell judged{tail}")
+    runner_up = ranked[1]
+    ratio, figure = time_ratio(runner_up.result.metrics.latency, top.result.metrics.latency)  # type: ignore[arg-type]
+    on = " on device time" if figure == "device time" else ""
+    if ratio.significant:
+        return Fastest(batch, top.workflow, f"b{batch}: fastest {top.workflow}, {ratio.value:.2f}× "
+                                            f"[{ratio.low:.2f}–{ratio.high:.2f}]{on} over {runner_up.workflow}{tail}")
+    return Fastest(batch, None, f"b{batch}: no single fastest, {top.workflow} and {runner_up.workflow} are within "
+                                f"noise{on}{tail}")
 
 
 @dataclass(frozen=True)
@@ -293,6 +499,7 @@ class ThroughputTable:
     settings: str  # settings_label of the table's cells
     batches: tuple[int, ...]
     lines: tuple[ThroughputLine, ...]
+    fastest: tuple[Fastest, ...] = ()  # one per batch size
 
     @property
     def title(self) -> str:
@@ -311,8 +518,9 @@ def throughput_tables(rows: Iterable[PerfRow]) -> list[ThroughputTable]:
         for row in members:
             by_workflow[row.workflow][row.batch] = row
         lines = tuple(ThroughputLine(w, by_workflow[w]) for w in sorted(by_workflow, key=workflow_order))
-        tables.append(ThroughputTable(kind, model, precision, gpu, env, settings_label(members[0].result.job),
-                                      tuple(sorted({row.batch for row in members})), lines))
+        batches = tuple(sorted({row.batch for row in members}))
+        tables.append(ThroughputTable(kind, model, precision, gpu, env, settings_label(members[0].result.job), batches,
+                                      lines, tuple(fastest(b, [r for r in members if r.batch == b]) for b in batches)))
     return tables
 
 
@@ -327,11 +535,15 @@ class CostRow:
     batches_ok: tuple[int, ...]
     compile_s_median: Optional[float]
     compile_s_max: Optional[float]
-    compile_cold_s: Optional[float]  # median over the runs whose compile found nothing in Inductor's cache
-    compile_warm_s: Optional[float]  # median over the runs that found every graph there
+    # cold: median over the processes whose compile found nothing in the caches; warm: that found every graph there;
+    # each with the number of processes it is the median of
+    compile_cold_s: Optional[float]
+    compile_warm_s: Optional[float]
     load_s_median: Optional[float]
     peak_mem_bytes: Optional[int]
     peak_mem_batch: Optional[int]
+    compile_cold_n: int = 0
+    compile_warm_n: int = 0
 
 
 def _ok_by_cell_group(results: Iterable[Result]) -> dict[tuple[str, str, str, str], list[Result]]:
@@ -369,22 +581,35 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
             median(compile_times) if compile_times else None, max(compile_times) if compile_times else None,
             *(median(by_cache[state]) if by_cache[state] else None for state in ("cold", "warm")),
             median(load_times) if load_times else None,
-            biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None))
+            biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None,
+            len(by_cache["cold"]), len(by_cache["warm"])))
     return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow)))
 
 
 @dataclass(frozen=True)
 class DecodeStep:
     batch: int
-    tpot_ms: float
+    # the per-step time of the timed calls ((call - prefill) / (steps - 1), over processes) with its 95 % interval;
+    # None for a result stored before it was recorded
+    step_ms: Optional[float]
+    step_interval: Optional[tuple[float, float]]
+    tpot_ms: Optional[float]  # synchronised after every token: TPOT only, never a bound's denominator
     step_bytes: int  # what one decode step must read: weights and KV cache
     bound_ms: float  # step_bytes over the bandwidth
+
+    def describe(self) -> str:
+        tpot = f"TPOT {self.tpot_ms:.2f} ms (synchronised per token)" if self.tpot_ms else "no TPOT"
+        if self.step_ms is None:
+            return f"b{self.batch} no step time (stored before the timed calls' step time was recorded; {tpot})"
+        interval = (f" [{self.step_interval[0]:.2f}–{self.step_interval[1]:.2f}]" if self.step_interval else "")
+        return (f"b{self.batch} {self.step_ms:.2f} ms{interval} per step vs {self.bound_ms:.2f} ms to read "
+                f"{self.step_bytes / 1e9:.2f} GB ({fmt.of_bound(self.bound_ms / self.step_ms)} of the bound); {tpot}")
 
 
 @dataclass(frozen=True)
 class DecodeLine:
-    """Where the decode time of one LLM workflow goes: its time per output token against the time one step needs
-    just to read its weights and KV cache at the GPU's memory bandwidth."""
+    """Where the decode time of one LLM workflow goes: the per-step time of its timed calls against the time one
+    step needs just to read its weights and KV cache at the GPU's memory bandwidth."""
 
     gpu: str
     env: str
@@ -395,11 +620,10 @@ class DecodeLine:
     steps: tuple[DecodeStep, ...]
 
     def describe(self) -> str:
-        per_batch = ", ".join(f"b{s.batch} {s.tpot_ms:.2f} ms vs {s.bound_ms:.2f} ms to read {s.step_bytes / 1e9:.2f} GB"
-                              f" ({s.bound_ms / s.tpot_ms:.0%} of the bound)" for s in self.steps)
-        return (f"{self.model} {self.workflow} ({self.gpu}, {self.env}): per decode step {per_batch}, at "
-                f"{self.bandwidth_gbs:,.0f} GB/s ({self.bandwidth_source}); the rest is kernel launches and gaps, "
-                f"host time, and kernels slower than memory")
+        return (f"{self.model} {self.workflow} ({self.gpu}, {self.env}): per decode step of the timed calls "
+                f"{', '.join(step.describe() for step in self.steps)}, at {self.bandwidth_gbs:,.0f} GB/s "
+                f"({self.bandwidth_source}); the rest is kernel launches and gaps, host time, and kernels slower "
+                f"than memory")
 
 
 def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] = ()) -> list[DecodeLine]:
@@ -407,7 +631,9 @@ def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] 
     calibrated it, else the catalog's spec."""
     groups: dict[tuple[str, str, str, str], list[Result]] = defaultdict(list)
     for result in results:
-        if result.status == "ok" and result.metrics.tpot_ms and result.job.device == "cuda":
+        latency = result.metrics.latency
+        timed = result.metrics.tpot_ms or (latency is not None and latency.step_median_ms)
+        if result.status == "ok" and timed and result.job.device == "cuda" and kind_of(result.job.model) == "llm":
             groups[(gpu_of(result), env_of(result), result.job.model, result.job.workflow)].append(result)
     lines = []
     for (gpu, env, model, workflow), members in groups.items():
@@ -423,9 +649,11 @@ def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] 
             bandwidth, source = peaks.bandwidth_gbs, "catalog spec"
         steps = []
         for result in members:
-            step_bytes = decode_step_bytes(result.job)
-            steps.append(DecodeStep(result.job.batch_size, result.metrics.tpot_ms, step_bytes,  # type: ignore[arg-type]
-                                    step_bytes / (bandwidth * 1e9) * 1e3))
+            step_bytes, latency = decode_step_bytes(result.job), result.metrics.latency
+            low, high = (latency.step_ci_low_ms, latency.step_ci_high_ms) if latency else (None, None)
+            steps.append(DecodeStep(result.job.batch_size, latency.step_median_ms if latency else None,
+                                    (low, high) if low is not None and high is not None else None,
+                                    result.metrics.tpot_ms, step_bytes, step_bytes / (bandwidth * 1e9) * 1e3))
         lines.append(DecodeLine(gpu, env, model, workflow, bandwidth, source, tuple(steps)))
     return sorted(lines, key=lambda line: (line.model, line.gpu, line.env, workflow_order(line.workflow)))
 
@@ -589,20 +817,44 @@ class CompareRow:
     second: Optional[float]
     first_status: Optional[str]
     second_status: Optional[str]
-    # second / first with its 95 % interval (from both sides' process medians)
+    # second / first with its 95 % interval (from both sides' process medians); None where a side failed its check
     change: Optional[stats.Ratio] = None
     flags: tuple[str, ...] = ()  # either side's (PerfRow.flags)
+    figure: FigureName = "whole call"
+    # why a side cannot carry a verdict ("n=1", "check failed", ...), for each side that ran
+    first_no_verdict: Optional[str] = None
+    second_no_verdict: Optional[str] = None
 
     @property
     def ratio(self) -> Optional[float]:
+        if self.checks_failed:
+            return None
         return self.second / self.first if self.first and self.second is not None else None
 
+    @property
+    def checks_failed(self) -> bool:
+        return "check failed" in (self.first_no_verdict, self.second_no_verdict)
+
+    @property
+    def verdict(self) -> bool:
+        """Both sides ran with enough processes and passed their checks: a difference here is a finding."""
+        return self.ratio is not None and self.first_no_verdict is None and self.second_no_verdict is None
+
     def label(self) -> str:
+        if self.checks_failed:
+            return "— (check failed: no ratio)"
         if self.change is None or self.change.significant is None:
-            return "—" if self.ratio is None else f"{self.ratio:.2f}× (no interval)"
-        if not self.change.significant:
-            return "≈ (not significant)"
-        return f"{self.change.value:.2f}× [{self.change.low:.2f}–{self.change.high:.2f}]"
+            text = "—" if self.ratio is None else f"{self.ratio:.2f}× (no interval)"
+        elif not self.change.significant:
+            text = "≈ (not significant)"
+        else:
+            text = f"{self.change.value:.2f}× [{self.change.low:.2f}–{self.change.high:.2f}]"
+        if self.ratio is None:
+            return text
+        if self.figure == "device time":
+            text += " on device time"
+        evidence = [why for why in (self.first_no_verdict, self.second_no_verdict) if why]
+        return text + (f" ({', '.join(dict.fromkeys(evidence))}, no verdict)" if evidence else "")
 
 
 @dataclass(frozen=True)
@@ -655,16 +907,35 @@ class Comparison:
         return f"{self.second} / {self.first} ({ {'gpu': 'GPU', 'env': 'env', 'store': 'store'}[self.axis]})"
 
     @property
+    def judged(self) -> int:
+        """Rows that can carry a verdict and have an interval to judge by."""
+        return sum(1 for row in self.rows if row.verdict and row.change is not None
+                   and row.change.significant is not None)
+
+    @property
     def significant(self) -> int:
-        return sum(1 for row in self.rows if row.change is not None and row.change.significant)
+        """Judged rows whose two sides differ."""
+        return sum(1 for row in self.rows if row.verdict and row.change is not None and row.change.significant)
+
+    @property
+    def flagged(self) -> int:
+        return sum(1 for row in self.rows if row.flags)
+
+    def summary(self) -> str:
+        compared = sum(1 for row in self.rows if row.ratio is not None)
+        return (f"{compared} of {len(self.rows)} row(s) ran ok on both sides with no failed check; {self.significant} "
+                f"of {self.judged} judged (≥ {VERDICT_PROCESSES} processes and a passed check on both sides, with "
+                f"intervals) differ significantly (95 % intervals: about 1 in 20 would by chance alone); "
+                f"{self.flagged} flagged ⚠. {RULES}")
 
 
-def _change(a: Optional[PerfRow], b: Optional[PerfRow]) -> Optional[stats.Ratio]:
-    """b's figure over a's, from the times (a figure is inversely proportional to its time)."""
+def _change(a: Optional[PerfRow], b: Optional[PerfRow]) -> tuple[Optional[stats.Ratio], FigureName]:
+    """b's figure over a's, from the times (a figure is inversely proportional to its time), on the figure that
+    discriminates (time_ratio)."""
     if a is None or b is None or a.value is None or b.value is None:
-        return None
+        return None, "whole call"
     first, second = a.result.metrics.latency, b.result.metrics.latency
-    return stats.speedup(first, second) if first and second else None
+    return time_ratio(first, second) if first and second else (None, "whole call")
 
 
 Sides = dict[tuple[str, str, str, int, str, str], dict[str, PerfRow]]
@@ -698,10 +969,13 @@ def _comparison(axis: Axis, first: str, second: str, sides: Sides) -> Comparison
         for side, row in by_side.items():
             if row.status == "ok":
                 hosts[side].add(HostCpu(row.result.provenance.host_cpu, row.result.provenance.host_cpus))
+        change, figure = _change(a, b)
         compared.append(CompareRow(workflow, model, precision, batch, fixed, (a or b).unit,  # type: ignore[union-attr]
                                    a.value if a else None, b.value if b else None,
-                                   a.status if a else None, b.status if b else None, _change(a, b),
-                                   tuple(flag for row in (a, b) if row for flag in row.flags())))
+                                   a.status if a else None, b.status if b else None, change,
+                                   tuple(flag for row in (a, b) if row for flag in row.flags()), figure,
+                                   a.no_verdict if a and a.value is not None else None,
+                                   b.no_verdict if b and b.value is not None else None))
     compared.sort(key=lambda r: (r.model, r.fixed, workflow_order(r.workflow), r.precision, r.batch))
     return Comparison(axis, first, second, tuple(compared),
                       (SideHosts(first, frozenset(hosts[first])), SideHosts(second, frozenset(hosts[second]))))

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, Optional
 
-from mlcbench.orchestrator.reports.data import env_of, gpu_of
+from mlcbench.orchestrator.reports.data import (env_of, gpu_of, kind_of, no_verdict, processes_of, spec_fraction,
+                                                throttled_during)
 from mlcbench.schema import Result
 
 Format = Literal["csv", "json", "parquet"]
@@ -28,7 +29,11 @@ class FlatRow:
     tpot_ms: Optional[float]
     tflops: Optional[float]
     peak_fraction: Optional[float]
-    bandwidth_fraction: Optional[float]
+    bandwidth_fraction: Optional[float]  # as stored: the synchronised time per output token's
+    step_ms: Optional[float]  # LLM: per decode step of the timed calls, over processes, with its 95 % interval
+    step_ci_low_ms: Optional[float]
+    step_ci_high_ms: Optional[float]
+    step_bandwidth_fraction: Optional[float]  # the reports' % of the decode bound: from step_ms
     median_ms: Optional[float]
     p10_ms: Optional[float]
     p90_ms: Optional[float]
@@ -37,14 +42,26 @@ class FlatRow:
     ci_high_ms: Optional[float]
     cv_between: Optional[float]
     processes: Optional[int]
+    series: Optional[str]  # the processes the figure combines: warm, cold or pooled
+    device_median_ms: Optional[float]  # synthetic: the GPU time of one call without the host's launch cost
+    device_ci_low_ms: Optional[float]
+    device_ci_high_ms: Optional[float]
+    device_method: Optional[str]
+    no_verdict: Optional[str]  # why the figure cannot carry a verdict (n=1, check failed, ...); empty: it can
     converged: Optional[bool]
-    throttled: bool
+    throttled: bool  # NVML reported a slowdown while the timed calls ran
     cell_settings: str
     sweep_id: Optional[str]
     compile_s: Optional[float]
+    compile_cold_s: Optional[float]  # median over the cell's processes that compiled into empty caches
+    compile_cold_n: Optional[int]
+    compile_warm_s: Optional[float]
+    compile_warm_n: Optional[int]
     load_s: Optional[float]
     peak_mem_bytes: Optional[int]
     correct: Optional[bool]
+    processes_checked: Optional[int]
+    processes_failed: Optional[int]
     cosine: Optional[float]
     rel_l2_error: Optional[float]
     token_agreement: Optional[float]
@@ -66,17 +83,31 @@ COLUMNS = tuple(field.name for field in fields(FlatRow))
 def flat_row(result: Result) -> FlatRow:
     job, metrics, check, provenance = result.job, result.metrics, result.correctness, result.provenance
     latency, gpu = metrics.latency, provenance.gpu
+    cold, warm = metrics.compile_cold, metrics.compile_warm
     return FlatRow(
         gpu=gpu_of(result), env=env_of(result), model=job.model, workflow=job.workflow, precision=job.precision,
         batch=job.batch_size, status=result.status, reason=result.reason, tokens_per_s=metrics.tokens_per_s,
         ttft_ms=metrics.ttft_ms, tpot_ms=metrics.tpot_ms, tflops=metrics.tflops, peak_fraction=metrics.peak_fraction,
-        bandwidth_fraction=metrics.bandwidth_fraction, median_ms=latency.median_ms if latency else None,
+        bandwidth_fraction=metrics.bandwidth_fraction, step_ms=latency.step_median_ms if latency else None,
+        step_ci_low_ms=latency.step_ci_low_ms if latency else None,
+        step_ci_high_ms=latency.step_ci_high_ms if latency else None,
+        step_bandwidth_fraction=spec_fraction(result) if kind_of(job.model) == "llm" else None,
+        median_ms=latency.median_ms if latency else None,
         p10_ms=latency.p10_ms if latency else None, p90_ms=latency.p90_ms if latency else None,
         cv=latency.cv if latency else None, ci_low_ms=latency.ci_low_ms if latency else None,
         ci_high_ms=latency.ci_high_ms if latency else None, cv_between=latency.cv_between if latency else None,
-        processes=len(latency.processes) if latency else None, converged=latency.converged if latency else None,
-        throttled=provenance.throttled, cell_settings=job.cell_settings, sweep_id=provenance.sweep_id, compile_s=metrics.compile_s, load_s=metrics.load_s,
+        processes=processes_of(result) if latency else None, series=latency.series if latency else None,
+        device_median_ms=latency.device_median_ms if latency else None,
+        device_ci_low_ms=latency.device_ci_low_ms if latency else None,
+        device_ci_high_ms=latency.device_ci_high_ms if latency else None,
+        device_method=latency.device_method if latency else None, no_verdict=no_verdict(result),
+        converged=latency.converged if latency else None, throttled=throttled_during(result),
+        cell_settings=job.cell_settings, sweep_id=provenance.sweep_id, compile_s=metrics.compile_s,
+        compile_cold_s=cold.median_s if cold else None, compile_cold_n=cold.n if cold else None,
+        compile_warm_s=warm.median_s if warm else None, compile_warm_n=warm.n if warm else None, load_s=metrics.load_s,
         peak_mem_bytes=metrics.peak_mem_bytes, correct=check.passed if check else None,
+        processes_checked=check.processes_checked if check else None,
+        processes_failed=check.processes_failed if check else None,
         cosine=check.cosine if check else None, rel_l2_error=check.rel_l2_error if check else None,
         token_agreement=check.token_agreement if check else None, graph_breaks=metrics.graph_breaks,
         recompiles=metrics.recompiles, torch=provenance.packages.get("torch"),

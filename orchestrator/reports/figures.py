@@ -47,6 +47,14 @@ def _series(rows: list[PerfRow]) -> dict[str, list[PerfRow]]:
     return lines
 
 
+def _error_bars(axes, points: list[PerfRow], color: str) -> None:
+    """Each point's 95 % interval (points without one, from a single process, get none)."""
+    if points:
+        axes.errorbar([p.batch for p in points], [p.value for p in points], fmt="none", ecolor=color, capsize=3,
+                      yerr=[[p.value - p.interval[0] for p in points],  # type: ignore[operator,index]
+                            [p.interval[1] - p.value for p in points]])  # type: ignore[operator,index]
+
+
 def _save(figure, out_dir: Path, filename: str) -> None:
     figure.tight_layout()
     figure.savefig(out_dir / filename, dpi=110)
@@ -57,7 +65,8 @@ def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path
     kind = rows[0].kind
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     for label, points in _series(rows).items():
-        axes.plot([p.batch for p in points], [p.value for p in points], marker="o", label=label)
+        line, = axes.plot([p.batch for p in points], [p.value for p in points], marker="o", label=label)
+        _error_bars(axes, [p for p in points if p.interval is not None], line.get_color())
     if kind == "synthetic":
         peaks = sorted({(row.precision, row.accumulation or "fp32") for row in rows if row.value is not None})
         for precision, accumulation in peaks:
@@ -82,13 +91,22 @@ def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path
 
 def _comparison_figure(comparison: Comparison, out_dir: Path) -> Figure:
     rows = [row for row in comparison.rows if row.ratio is not None]
-    labels = [f"{row.model} {row.workflow} b{row.batch} [{row.fixed}]" for row in rows]
+    labels = [f"{row.model} {row.workflow} b{row.batch} [{row.fixed}]"
+              + (" (device time)" if row.figure == "device time" else "") for row in rows]
     figure, axes = plt.subplots(figsize=(8, max(2.5, 0.28 * len(rows) + 1.2)))
-    axes.barh(range(len(rows)), [row.ratio for row in rows], color="#4878a8")
+    # the ratio a row is judged on: of device times where the cells are under a millisecond and both have them
+    axes.barh(range(len(rows)), [row.change.value if row.change else row.ratio for row in rows], color="#4878a8")
+    spans = [(position, row.change) for position, row in enumerate(rows)
+             if row.change is not None and row.change.low is not None and row.change.high is not None]
+    if spans:
+        below = [change.value - change.low for _, change in spans]  # type: ignore[operator]
+        above = [change.high - change.value for _, change in spans]  # type: ignore[operator]
+        axes.errorbar([change.value for _, change in spans], [position for position, _ in spans], fmt="none",
+                      ecolor="black", capsize=3, xerr=[below, above])
     axes.set_yticks(range(len(rows)), labels, fontsize=7)
     axes.invert_yaxis()
     axes.axvline(1.0, color="black", linewidth=0.8)
-    axes.set_xlabel(f"{comparison.second} / {comparison.first} (tokens/s or TFLOPS)")
+    axes.set_xlabel(f"{comparison.second} / {comparison.first} (tokens/s or TFLOPS; 95 % interval)")
     title = f"{comparison.title}"
     axes.set_title(title)
     filename = f"compare-{comparison.axis}-{_slug(comparison.first)}-vs-{_slug(comparison.second)}.png"

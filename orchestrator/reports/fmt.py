@@ -23,9 +23,12 @@ def check(passed: Optional[bool]) -> str:
     return "not checked" if passed is None else "pass" if passed else "FAIL"
 
 
-def cold_warm(cold: Optional[float], warm: Optional[float]) -> str:
-    """Compile seconds with Inductor's cache empty / full, e.g. "18.3 / 4.5"."""
-    return "—" if cold is None and warm is None else f"{number(cold)} / {number(warm)}"
+def cold_warm(cold: Optional[float], cold_n: int, warm: Optional[float], warm_n: int) -> str:
+    """Compile seconds with the caches empty / full, each with its number of processes: "18.3 (n=1) / 4.5 (n=4)"."""
+    if cold is None and warm is None:
+        return "—"
+    return " / ".join("—" if seconds is None else f"{number(seconds)} (n={n})"
+                      for seconds, n in ((cold, cold_n), (warm, warm_n)))
 
 
 def interval(value: Optional[float], bounds: Optional[tuple[float, float]], digits: int = 1) -> str:
@@ -36,9 +39,30 @@ def interval(value: Optional[float], bounds: Optional[tuple[float, float]], digi
     return text if bounds is None else f"{text} [{number(bounds[0], digits)}–{number(bounds[1], digits)}]"
 
 
+def evidence(row: "PerfRow") -> str:
+    """Which processes the figure combines and, where it cannot carry a verdict, why: 'warm', 'n=1', 'n=2, no
+    verdict', 'check FAILED: no speedup, no verdict'."""
+    parts = [row.series] if row.series else []
+    why = row.no_verdict
+    if why == "check failed":
+        parts.append("✗ check FAILED: no speedup, no verdict")
+    elif why == "n=1":
+        parts.append(why)
+    elif why and why != "not compiled":
+        parts.append(f"{why}, no verdict")
+    return " ".join(parts)
+
+
 def perf(row: "PerfRow") -> str:
-    """A throughput cell: the figure with its interval, the speedup over eager (or why there is none), the flags."""
-    text = interval(row.value, row.interval, 1 if row.kind == "llm" else 2)
+    """A throughput cell: the figure with its interval and evidence, the device-time figure where there is one, the
+    speedup over eager (or why there is none), the flags."""
+    digits = 1 if row.kind == "llm" else 2
+    text = interval(row.value, row.interval, digits)
+    if evidence(row):
+        text += f" {evidence(row)}"
+    device = row.device
+    if device is not None:
+        text += f"; device time {interval(device.value, device.interval, digits)}"
     if row.not_compiled:
         text += " (not compiled)"
     elif row.speedup is not None:
@@ -48,16 +72,31 @@ def perf(row: "PerfRow") -> str:
     return text + (f" ⚠ {', '.join(flags)}" if flags else "")
 
 
+def of_bound(fraction: Optional[float]) -> str:
+    """A fraction of a bound; over 100 % is printed as what it means, never as a figure."""
+    if fraction is not None and fraction > 1:
+        return "over 100 % (bound or timing wrong)"
+    return percent(fraction)
+
+
 def bounds(row: "PerfRow") -> str:
     """'41.0 % spec / 45.3 % measured': of the catalog's spec bound, and of the bound the sweep measured on the GPU
-    ('' when neither is known)."""
+    ('no step time' for an LLM result stored without it, '' when neither is known)."""
+    if row.step_time_missing:
+        return "no step time"
     if row.efficiency is None and row.measured_efficiency is None:
         return ""
     if row.measured_efficiency is None:
-        return f"{percent(row.efficiency)} spec"
+        return f"{of_bound(row.efficiency)} spec"
     if row.efficiency is None:
-        return f"{percent(row.measured_efficiency)} measured"
-    return f"{percent(row.efficiency)} spec / {percent(row.measured_efficiency)} measured"
+        return f"{of_bound(row.measured_efficiency)} measured"
+    return f"{of_bound(row.efficiency)} spec / {of_bound(row.measured_efficiency)} measured"
+
+
+def p3_speedups(row: "P3Row") -> str:
+    """'1.45×, n=6 judged, 2 without a verdict': the median speedup and the cells behind it."""
+    text = f"{ratio(row.median_speedup)}, n={row.speedup_pairs} judged"
+    return text + (f", {row.speedups_without_verdict} without a verdict" if row.speedups_without_verdict else "")
 
 
 def ceiling(row: "CeilingRow") -> tuple[str, str]:
@@ -70,3 +109,4 @@ def ceiling(row: "CeilingRow") -> tuple[str, str]:
 
 if TYPE_CHECKING:
     from mlcbench.orchestrator.reports.data import CeilingRow, PerfRow
+    from mlcbench.orchestrator.reports.p3 import P3Row

@@ -6,8 +6,8 @@ from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.crossgen import host_lines
-from mlcbench.orchestrator.reports.data import (Comparison, PerfRow, SupportMatrix, ThroughputTable, ceiling_rows,
-                                                provenance_line)
+from mlcbench.orchestrator.reports.data import (RULES, Comparison, PerfRow, SupportMatrix, ThroughputTable,
+                                                ceiling_rows, provenance_line)
 from mlcbench.orchestrator.outputs import write_atomically
 from mlcbench.orchestrator.reports.figures import Figure, write_figures
 from mlcbench.orchestrator.reports.p3 import RUBRIC
@@ -57,9 +57,7 @@ def _perf_cell(row: Optional[PerfRow]) -> str:
     if row.value is None:
         return _cell(row.status, row.status, f"{row.reason or row.status} — {provenance_line(row.result)}")
     text = fmt.perf(row)
-    if row.correct is False:
-        text += " ✗"
-    css = "fail" if row.correct is False else "flagged" if row.flags() else ""
+    css = "fail" if row.check_failed else "flagged" if row.flags() else ""
     return _cell(text, css, provenance_line(row.result))
 
 
@@ -73,9 +71,10 @@ def _throughput_table(table: ThroughputTable) -> str:
     rows = [("<tr>" + _cell(line.workflow, "text")
              + "".join(_perf_cell(line.cells.get(b)) for b in table.batches)
              + "".join(_efficiency_cell(line.cells.get(b)) for b in table.batches) + "</tr>") for line in table.lines]
-    return _table(table.title + " (value [95 % interval], speedup over eager; ≈ = not significant; ⚠ = CV over 5 %, "
-                  "one process, a lost process or throttled; ✗ = correctness check failed; hover for provenance)",
-                  headers, rows)
+    verdicts = "".join(f"<li>{escape(verdict.text)}</li>" for verdict in table.fastest)
+    return _table(table.title + " (value [95 % interval], the processes it combines, speedup over eager; ≈ = not "
+                  "significant; ✗ = correctness check failed; hover for provenance)", headers, rows) + (
+        f'<ul class="note">{verdicts}</ul>' if verdicts else "")
 
 
 def _support_matrix(matrix: SupportMatrix, footnotes: dict[str, int]) -> str:
@@ -113,24 +112,29 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
     notes = "".join(f"<li>{escape(reason)}</li>" for reason in footnotes)
     sections = [_section("Support matrix", matrices + (f'<ol class="note">{notes}</ol>' if notes else ""))]
 
+    # the GPU's peak is drawn only where a result ran on a catalogued GPU (never for a CPU run)
+    with_peak = any(row.kind == "synthetic" and row.efficiency is not None for row in report.perf)
     for kind, title in (("llm", "LLM throughput (tokens/s) vs batch size"),
-                        ("synthetic", "Synthetic models: TFLOPS vs batch size, with the GPU's peak")):
+                        ("synthetic", "Synthetic models: TFLOPS vs batch size"
+                         + (", with the GPU's peak" if with_peak else ""))):
         tables = "".join(_throughput_table(t) for t in report.tables if t.kind == kind)
         if tables:
-            sections.append(_section(title, _figures(figures, kind) + tables))
+            sections.append(_section(title, _figures(figures, kind) + tables + f'<p class="note">{escape(RULES)}</p>'))
 
     cost_rows = [("<tr>" + _cell(c.model, "text") + _cell(c.workflow, "text") + _cell(c.gpu, "text")
                   + _cell(c.env, "text") + _cell(", ".join(str(b) for b in c.batches_ok))
                   + _cell(fmt.number(c.compile_s_median)) + _cell(fmt.number(c.compile_s_max))
-                  + _cell(fmt.cold_warm(c.compile_cold_s, c.compile_warm_s)) + _cell(fmt.number(c.load_s_median)) + _cell(fmt.gigabytes(c.peak_mem_bytes))
+                  + _cell(fmt.cold_warm(c.compile_cold_s, c.compile_cold_n, c.compile_warm_s, c.compile_warm_n))
+                  + _cell(fmt.number(c.load_s_median)) + _cell(fmt.gigabytes(c.peak_mem_bytes))
                   + _cell("—" if c.peak_mem_batch is None else f"b{c.peak_mem_batch}") + "</tr>") for c in report.costs]
     sections.append(_section("Compile time and peak memory", _table(
         "over the runs that ended ok", ["model", "workflow", "gpu", "env", "batches ok", "compile s (median)",
-                                        "compile s (max)", "cold / warm s", "load s (median)", "peak memory",
+                                        "compile s (max)", "cold / warm s (processes)", "load s (median)",
+                                        "peak memory",
                                         "at batch"], cost_rows)))
     if report.decode:
         lines = "".join(f"<li>{escape(line.describe())}</li>" for line in report.decode)
-        sections.append(_section("Where decode time goes (time per output token against the memory bound)",
+        sections.append(_section("Where decode time goes (per-step time of the timed calls against the memory bound)",
                                  f"<ul>{lines}</ul>"))
 
     check_rows = [("<tr>" + _cell(c.model, "text") + _cell(c.workflow, "text") + _cell(c.gpu, "text")
@@ -152,12 +156,12 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
               + _cell(r.fixed, "text") + _cell(r.unit, "text") + _cell(fmt.number(r.first, 2))
               + _cell(fmt.number(r.second, 2)) + _cell(r.label()) + _cell(", ".join(r.flags), "text flagged"
                                                                          if r.flags else "text")
-              + "</tr>") for r in comparison.rows])
+              + "</tr>") for r in comparison.rows]) + f'<p class="note">{escape(comparison.summary())}</p>'
             for comparison in report.comparisons)
         sections.append(_section("Across GPUs and envs", _figures(figures, "compare") + compare_tables))
 
     p3_rows = [("<tr>" + _cell(p.workflow, "text")
-                + _cell(f"{p.performance or '—'} ({fmt.ratio(p.median_speedup)}, n={p.speedup_pairs})")
+                + _cell(f"{p.performance or '—'} ({fmt.p3_speedups(p)})")
                 + _cell(f"{p.productivity or '—'} ({fmt.number(p.median_compile_s)} s"
                         + (", own decode loop" if p.custom_decode_loop else "") + ")")
                 + _cell(f"{p.portability} ({p.cells_ran}/{p.cells_tried} cells)")

@@ -2,7 +2,7 @@
 why the rest did not run, and where the numbers come from."""
 
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import PerfRow, ThroughputTable, ceiling_rows
+from mlcbench.orchestrator.reports.data import RULES, PerfRow, ThroughputTable, ceiling_rows
 from mlcbench.orchestrator.reports.report import Report
 
 
@@ -11,10 +11,10 @@ def _cell(row: PerfRow | None) -> str:
         return ""
     if row.value is None:
         return row.status
-    text = fmt.perf(row)
-    if fmt.bounds(row):
-        text += f", {fmt.bounds(row)} bound"
-    return text + (" ✗" if row.correct is False else "")
+    text, bounds = fmt.perf(row), fmt.bounds(row)
+    if bounds:
+        text += f", {bounds}" if row.step_time_missing else f", {bounds} bound"
+    return text
 
 
 def _table(table: ThroughputTable) -> str:
@@ -22,7 +22,9 @@ def _table(table: ThroughputTable) -> str:
     rule = "|---|" + "---:|" * len(table.batches)
     lines = [f"| {line.workflow} | " + " | ".join(_cell(line.cells.get(b)) for b in table.batches) + " |"
              for line in table.lines]
-    return "\n".join([f"**{table.title}** (value [95 % interval], speedup over eager)", "", header, rule, *lines])
+    verdicts = [f"- {verdict.text}" for verdict in table.fastest]
+    return "\n".join([f"**{table.title}** (value [95 % interval], the processes it combines, speedup over eager)", "",
+                      header, rule, *lines, "", *verdicts])
 
 
 def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -31,10 +33,11 @@ def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 
 def _costs(report: Report) -> str:
-    return _rows(("model", "workflow", "gpu", "env", "compile s (median)", "compile s (max)", "cold / warm s",
-                  "peak memory"),
+    return _rows(("model", "workflow", "gpu", "env", "compile s (median)", "compile s (max)",
+                  "cold / warm s (processes)", "peak memory"),
                  [(c.model, c.workflow, c.gpu, c.env, fmt.number(c.compile_s_median), fmt.number(c.compile_s_max),
-                   fmt.cold_warm(c.compile_cold_s, c.compile_warm_s), fmt.gigabytes(c.peak_mem_bytes))
+                   fmt.cold_warm(c.compile_cold_s, c.compile_cold_n, c.compile_warm_s, c.compile_warm_n),
+                   fmt.gigabytes(c.peak_mem_bytes))
                   for c in report.costs])
 
 
@@ -69,20 +72,24 @@ def markdown(report: Report) -> str:
         if tables:
             parts += [heading, *tables]
     if report.tables:
-        parts.append("[a–b]: the 95 % interval (Student's t over the worker processes' medians). "
-                      "≈ (not significant): the speedup's interval holds 1.0. not compiled: the workflow compiled no "
-                      "graph, so it ran eager code. ⚠: coefficient of variation over 5 % (within or between "
-                      "processes), a single process, a lost process, or a GPU that throttled. x % / y % of bound: of the "
-                      "catalog's spec, then of what the sweep measured on the GPU (synthetic: peak TFLOPS and a "
-                      "large matmul; LLM: the bytes a decode step reads, weights + KV cache, per time per output "
-                      "token, against the spec bandwidth and a device-to-device copy).")
+        parts.append("[a–b]: the 95 % interval (Student's t over the worker processes' medians). warm / cold / "
+                      "pooled: the processes the figure combines (warm: caches filled; cold: compiled into empty "
+                      "caches, where no warm process ran; pooled: both, where a test found no difference). device "
+                      "time: the figure at the GPU time of one call without the host's launch cost. ≈ (not "
+                      "significant): the speedup's interval holds 1.0. not compiled: the workflow compiled no graph, "
+                      "so it ran eager code. x % / y % of bound: of the catalog's spec, then of what the sweep "
+                      "measured on the GPU (synthetic: peak TFLOPS and a large matmul; LLM: the bytes a decode step "
+                      "reads, weights + KV cache, per decode step of the timed calls, against the spec bandwidth and a "
+                      "device-to-device copy; no step time: stored before it was recorded). " + RULES)
     if report.failed_checks:
-        parts.append("✗: the correctness check against eager failed for that result.")
+        parts.append("✗: the correctness check against eager failed for that result: it gets no speedup, no P3 "
+                     "score and no verdict.")
     if report.costs:
-        parts += ["### Compile time (first call, compile included; cold / warm: Inductor's cache empty / full) and "
+        parts += ["### Compile time (first call, compile included; cold / warm: the compile caches empty / full, "
+                  "median over that many processes) and "
                   "peak GPU memory", _costs(report)]
     if report.decode:
-        parts += ["### Where decode time goes (time per output token against the memory bound)",
+        parts += ["### Where decode time goes (per-step time of the timed calls against the memory bound)",
                   "\n".join(f"- {line.describe()}" for line in report.decode)]
     if any(cell.reasons for matrix in report.support for cell in matrix.cells.values()):
         parts += ["### What did not run, and why", _not_ok(report)]

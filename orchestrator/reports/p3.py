@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Iterable, Optional
 
-from mlcbench.orchestrator.reports.data import PerfRow, workflow_order
+from mlcbench.orchestrator.reports.data import DEVICE_TIME_BELOW_MS, VERDICT_PROCESSES, PerfRow, workflow_order
 from mlcbench.schema.results import DecodeLoop
 
 # (minimum median speedup over eager, score), best first
@@ -17,21 +17,27 @@ COMPILE_STEPS = ((10.0, 5), (60.0, 4), (300.0, 3), (1200.0, 2))
 STOCK_DECODE_LOOP: DecodeLoop = "hf_generate"
 
 RUBRIC: tuple[tuple[str, str], ...] = (
-    ("Performance", "median speedup over eager across every (model, batch, precision, env, GPU) where both ran: "
+    ("Performance", "median speedup over eager across every (model, batch, precision, env, GPU) where both ran "
+                    f"with ≥ {VERDICT_PROCESSES} worker processes and the workflow passed its correctness check: "
                     "≥3× → 5, ≥2× → 4, ≥1.2× → 3, ≥0.9× → 2, else 1 (eager itself is 1.0× → 2). "
-                    "A speedup whose 95 % interval holds 1.0 counts as 1.0; a run that compiled nothing counts not "
-                    "at all. Blank when no eager reference ran."),
-    ("Productivity", "median compile cost (JIT: preparation + first call; AOT: build) over the runs that succeeded: "
-                     "≤10 s → 5, ≤60 s → 4, ≤300 s → 3, ≤1200 s → 2, else 1; minus 1 (not below 1) when the workflow "
-                     "needed code changes, i.e. it ran its own decode loop instead of generate() "
+                    "A speedup whose 95 % interval holds 1.0 counts as 1.0; one from fewer processes, a failed "
+                    "check or a run that compiled nothing counts not at all (their number is shown beside). Cells "
+                    f"under {DEVICE_TIME_BELOW_MS:g} ms compare device times where both sides have them. Blank when "
+                    "no such pair ran."),
+    ("Productivity", "median compile cost (JIT: preparation + first call; AOT: build) over the runs that succeeded "
+                     "and passed their check: ≤10 s → 5, ≤60 s → 4, ≤300 s → 3, ≤1200 s → 2, else 1; minus 1 (not "
+                     "below 1) when the workflow needed code changes, i.e. it ran its own decode loop instead of generate() "
                      "(applied.decode_loop)."),
     ("Portability", "fraction f of the (model, env, GPU) cells the workflow was tried in where at least one run ended "
-                    "ok: score 1 + round(4f)."),
-    ("Input flexibility", "fraction b of the tried batch sizes (per model, env and GPU) that ran ok: score "
+                    "ok with its check passed: score 1 + round(4f). Only envs where something ran on that GPU count "
+                    "(an env that never ran says nothing of the workflow)."),
+    ("Input flexibility", "fraction b of the tried batch sizes (per model, env and GPU, in envs that ran) that ran ok "
+                          "with their check passed: score "
                           "1 + round(3b), plus 1 when the workflow declares dynamic shapes (applied.dynamic_shapes: a "
                           "dynamic KV cache, or an export with a dynamic batch or sequence axis), so one build serves "
                           "every input length."),
-    ("Architecture support", "fraction g of the GPU tags in this report where the workflow ran ok at least once: "
+    ("Architecture support", "fraction g of the GPU tags in this report where something ran and the workflow ran "
+                             "ok (its check passed) at least once: "
                              "score 1 + round(4g). With one GPU in the store it only says whether it ran there."),
     ("Correctness", "not scored: checks against eager that failed are counted next to the scores, and listed in "
                     "the correctness section."),
@@ -43,6 +49,8 @@ class P3Row:
     workflow: str
     median_speedup: Optional[float]
     speedup_pairs: int
+    # speedups measured but not counted: fewer processes than a verdict needs on a side, or not checked
+    speedups_without_verdict: int
     performance: Optional[int]
     median_compile_s: Optional[float]
     custom_decode_loop: bool
@@ -72,42 +80,54 @@ def _fraction_score(ran: int, tried: int, span: int) -> int:
     return 1 + round(span * ran / tried) if tried else 1
 
 
+def _worked(row: PerfRow) -> bool:
+    """Ran ok and did not fail its check: a wrong answer fast is no result."""
+    return row.status == "ok" and not row.check_failed
+
+
 def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
     rows = list(rows)
+    # an env that ran nothing on a GPU (no engine, an image that did not build) says nothing of any workflow
+    envs_that_ran = {(row.env, row.gpu) for row in rows if row.status == "ok"}
+    rows_in_envs_that_ran = [row for row in rows if (row.env, row.gpu) in envs_that_ran]
     gpus_in_report = tuple(sorted({row.gpu for row in rows}))
+    gpus_that_ran = {gpu for _, gpu in envs_that_ran}
     by_workflow: dict[str, list[PerfRow]] = defaultdict(list)
-    for row in rows:
+    for row in rows_in_envs_that_ran:
         by_workflow[row.workflow].append(row)
     scored = []
     for workflow in sorted(by_workflow, key=workflow_order):
         members = by_workflow[workflow]
-        ok = [row for row in members if row.status == "ok"]
-        # eager is its own reference: 1.0
-        speedups = [row.speedup.claimed if row.speedup else 1.0 for row in ok
-                    if row.speedup is not None or (row.workflow == "eager" and row.value)]
-        compile_times = [row.result.metrics.compile_s for row in ok if row.result.metrics.compile_s is not None]
-        custom_loop = any(row.result.metrics.applied.decode_loop not in (None, STOCK_DECODE_LOOP) for row in ok)
+        worked = [row for row in members if _worked(row)]
+        # eager is its own reference: 1.0, where it can carry a verdict itself
+        speedups = [row.speedup.claimed if row.speedup else 1.0 for row in worked
+                    if (row.speedup is not None and row.speedup.verdict)
+                    or (row.workflow == "eager" and row.no_verdict is None)]
+        unjudged = sum(1 for row in worked if row.speedup is not None and not row.speedup.verdict)
+        compile_times = [row.result.metrics.compile_s for row in worked if row.result.metrics.compile_s is not None]
+        custom_loop = any(row.result.metrics.applied.decode_loop not in (None, STOCK_DECODE_LOOP) for row in worked)
         median_speedup = median(speedups) if speedups else None
         median_compile = median(compile_times) if compile_times else None
         productivity = None
         if median_compile is not None:
             productivity = max(1, _step_score(median_compile, COMPILE_STEPS, higher_is_better=False) - custom_loop)
         cells_tried = {(row.model, row.env, row.gpu) for row in members}
-        cells_ran = {(row.model, row.env, row.gpu) for row in ok}
+        cells_ran = {(row.model, row.env, row.gpu) for row in worked}
         batches_tried = {(row.model, row.env, row.gpu, row.batch) for row in members}
-        batches_ran = {(row.model, row.env, row.gpu, row.batch) for row in ok}
-        dynamic = any(row.result.metrics.applied.dynamic_shapes for row in ok)
-        gpus_ran = tuple(sorted({row.gpu for row in ok}))
+        batches_ran = {(row.model, row.env, row.gpu, row.batch) for row in worked}
+        dynamic = any(row.result.metrics.applied.dynamic_shapes for row in worked)
+        gpus_ran = tuple(sorted({row.gpu for row in worked}))
         checks = [row.correct for row in members if row.correct is not None]
         scored.append(P3Row(
             workflow=workflow, median_speedup=median_speedup, speedup_pairs=len(speedups),
+            speedups_without_verdict=unjudged,
             performance=_step_score(median_speedup, SPEEDUP_STEPS, True) if median_speedup is not None else None,
             median_compile_s=median_compile, custom_decode_loop=custom_loop, productivity=productivity,
             cells_ran=len(cells_ran), cells_tried=len(cells_tried),
             portability=_fraction_score(len(cells_ran), len(cells_tried), 4),
             batches_ran=len(batches_ran), batches_tried=len(batches_tried), dynamic_shapes=dynamic,
             input_flexibility=min(5, _fraction_score(len(batches_ran), len(batches_tried), 3) + dynamic),
-            gpus_ran=gpus_ran, gpus_in_report=gpus_in_report,
-            architecture=_fraction_score(len(gpus_ran), len(gpus_in_report), 4),
+            gpus_ran=gpus_ran, gpus_in_report=tuple(gpu for gpu in gpus_in_report if gpu in gpus_that_ran),
+            architecture=_fraction_score(len(gpus_ran), len(gpus_that_ran), 4),
             checks_failed=sum(1 for passed in checks if not passed), checks=len(checks)))
     return scored

@@ -9,6 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from mlcbench.orchestrator.reports.data import deciding_timing, wide
 from mlcbench.schema import Result, Timing
 
 
@@ -21,10 +22,11 @@ def _num(value: Optional[float], digits: int = 2) -> str:
 
 
 def _median(latency: Optional[Timing]) -> str:
-    """The median time; flagged (⚠) where the calls or the processes vary by more than 5 %."""
+    """The median time; flagged (⚠) where the 95 % interval of the figure a cell is judged on is wide (reports'
+    WIDE_INTERVAL)."""
     if latency is None:
         return ""
-    return _num(latency.median_ms, 3) + (" [yellow]⚠[/]" if latency.noisy else "")
+    return _num(latency.median_ms, 3) + (" [yellow]⚠[/]" if wide(deciding_timing(latency)[0]) else "")
 
 
 def _throughput(result: Result) -> str:

@@ -6,7 +6,8 @@ from rich.text import Text
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.crossgen import GenerationRow
-from mlcbench.orchestrator.reports.data import Comparison, PerfRow, SupportMatrix, ThroughputTable, ceiling_rows
+from mlcbench.orchestrator.reports.data import (RULES, Comparison, PerfRow, SupportMatrix, ThroughputTable,
+                                                ceiling_rows)
 from mlcbench.orchestrator.reports.p3 import RUBRIC
 from mlcbench.orchestrator.reports.report import Report
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
@@ -20,20 +21,20 @@ def _perf_cell(row: PerfRow | None) -> Text:
     text = fmt.perf(row)
     if fmt.bounds(row):
         text += f" {fmt.bounds(row)}"
-    style = "red" if row.correct is False else "yellow" if row.flags() else ""
-    return Text(text + (" FAIL" if row.correct is False else ""), style=style)
+    style = "red" if row.check_failed else "yellow" if row.flags() else ""
+    return Text(text, style=style)
 
 
-def throughput_table(table: ThroughputTable) -> Table:
-    efficiency = "decode bandwidth bound" if table.kind == "llm" else "peak"
-    rich_table = Table(title=f"{table.title} (value [95 % interval], speedup over eager, % of {efficiency}: "
-                             f"spec / measured; ⚠ flags a figure not to trust)")
+def throughput_table(table: ThroughputTable) -> Group:
+    efficiency = "decode bandwidth bound (per-step time of the timed calls)" if table.kind == "llm" else "peak"
+    rich_table = Table(title=f"{table.title} (value [95 % interval], the processes it combines, speedup over eager, "
+                             f"% of {efficiency}: spec / measured; ⚠ flags a figure not to trust)")
     rich_table.add_column("workflow")
     for batch in table.batches:
         rich_table.add_column(f"b{batch}", justify="right")
     for line in table.lines:
         rich_table.add_row(line.workflow, *(_perf_cell(line.cells.get(b)) for b in table.batches))
-    return rich_table
+    return Group(rich_table, *(Text(f"  {verdict.text}") for verdict in table.fastest))
 
 
 def support_table(matrix: SupportMatrix) -> Table:
@@ -82,18 +83,21 @@ def report_renderables(report: Report) -> list[RenderableType]:
                                         f"{report.selection.describe()}")]
     parts += [support_table(matrix) for matrix in report.support]
     parts += [throughput_table(table) for table in report.tables]
+    if report.tables:
+        parts.append(Text(RULES, style="dim"))
 
     costs = Table(title="compile time and peak memory (runs that ended ok)")
-    for name in ("model", "workflow", "gpu", "env", "compile s median", "compile s max", "cold / warm s", "load s",
-                 "peak memory"):
+    for name in ("model", "workflow", "gpu", "env", "compile s median", "compile s max", "cold / warm s (processes)",
+                 "load s", "peak memory"):
         costs.add_column(name)
     for c in report.costs:
         costs.add_row(c.model, c.workflow, c.gpu, c.env, fmt.number(c.compile_s_median), fmt.number(c.compile_s_max),
-                      fmt.cold_warm(c.compile_cold_s, c.compile_warm_s), fmt.number(c.load_s_median),
+                      fmt.cold_warm(c.compile_cold_s, c.compile_cold_n, c.compile_warm_s, c.compile_warm_n),
+                      fmt.number(c.load_s_median),
                       fmt.gigabytes(c.peak_mem_bytes))
     parts.append(costs)
     if report.decode:
-        parts.append(Group(Text("where decode time goes (time per output token against the memory bound)",
+        parts.append(Group(Text("where decode time goes (per-step time of the timed calls against the memory bound)",
                                 style="bold"), *(Text(f"  {line.describe()}") for line in report.decode)))
 
     if report.failed_checks:
@@ -110,7 +114,7 @@ def report_renderables(report: Report) -> list[RenderableType]:
                  "failed checks"):
         p3.add_column(name)
     for p in report.p3:
-        p3.add_row(p.workflow, f"{p.performance or '—'} ({fmt.ratio(p.median_speedup)})",
+        p3.add_row(p.workflow, f"{p.performance or '—'} ({fmt.p3_speedups(p)})",
                    f"{p.productivity or '—'} ({fmt.number(p.median_compile_s)} s"
                    + (", own decode loop" if p.custom_decode_loop else "") + ")",
                    f"{p.portability} ({p.cells_ran}/{p.cells_tried})",

@@ -44,8 +44,10 @@ def test_filters_that_match_nothing_say_so_in_one_line(store_path, command):
 def test_report_prints_speedups_and_failed_checks(store_path):
     result = run("report", "--db", url(store_path), "--gpu", "h100", "--env", "local")
     assert result.exit_code == 0
-    # tinyllama torch_compile_static b4 on h100/local: 700 / 200, with both intervals
-    assert re.search(r"700\.0 \[69\d\.\d–70\d\.\d\] \(3\.50× \[3\.4\d–3\.5\d\]\)", result.output)
+    # tinyllama torch_compile_static b1 on h100/local: 250 / 50, with both intervals
+    assert re.search(r"250\.0 \[24\d\.\d–25\d\.\d\] \(5\.00× \[4\.9\d–5\.0\d\]\)", result.output)
+    # b4 failed its check: its figure is shown, with no speedup
+    assert re.search(r"700\.0 \[69\d\.\d–70\d\.\d\] ✗ check FAILED: no speedup", result.output)
     assert "correctness checks that FAILED" in result.output
     assert "rtx4090" not in result.output
 
@@ -100,8 +102,9 @@ def test_compare_two_gpus_prints_both_figures_and_the_ratio(store_path):
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in result.output.splitlines()
             if line.startswith("│")]
     labels = {tuple(row[:7]): row[7] for row in rows}
-    assert labels[("tinyllama-1.1b", "torch_compile_static", "4", "local", "tok/s", "700.00", "420.00")].startswith(
-        "0.60× [0.")
+    # the h100 side failed its check: both figures shown, no ratio
+    assert labels[("tinyllama-1.1b", "torch_compile_static", "4", "local", "tok/s", "700.00", "420.00")] == (
+        "— (check failed: no ratio)")
     assert labels[("tinyllama-1.1b", "torch_compile_static", "1", "local", "tok/s", "250.00", "100.00")].startswith(
         "0.40× [0.")
     assert labels[("llama2-7b", "eager", "64", "local", "tok/s", "not run", "oom")] == "—"

@@ -19,7 +19,8 @@ def test_speedup_is_compiled_over_eager_of_the_same_model_batch_env_and_gpu(resu
     for (gpu, env, workflow, batch), tokens in TINYLLAMA_TOKENS.items():
         row = _row(rows, gpu, env, "tinyllama-1.1b", workflow, batch)
         assert row.value == tokens
-        assert (row.speedup is None) == (workflow == "eager")
+        # a result that failed its check gets no speedup
+        assert (row.speedup is None) == (workflow == "eager" or (gpu, env, workflow, batch) == FAILED_CHECK)
         if row.speedup is not None:
             assert row.speedup.value == pytest.approx(tokens / TINYLLAMA_TOKENS[(gpu, env, "eager", batch)])
             assert row.speedup.significant and row.speedup.baseline_sweep is None
@@ -70,9 +71,12 @@ def test_failed_correctness_checks_are_listed(results):
 def test_compare_gpus_gives_second_over_first_per_workflow_model_and_batch(results):
     comparison = compare(perf_rows(results), "gpu", "h100", "rtx4090")
     by_key = {(r.workflow, r.model, r.batch, r.fixed): r for r in comparison.rows}
-    row = by_key[("torch_compile_static", "tinyllama-1.1b", 4, "local")]
-    assert (row.first, row.second) == (700.0, 420.0)
-    assert row.ratio == pytest.approx(420 / 700)
+    row = by_key[("torch_compile_static", "tinyllama-1.1b", 1, "local")]
+    assert (row.first, row.second) == (250.0, 100.0)
+    assert row.ratio == pytest.approx(100 / 250) and row.verdict
+    # the h100 side of b4 failed its check: both figures, no ratio, no verdict
+    failed = by_key[("torch_compile_static", "tinyllama-1.1b", 4, "local")]
+    assert (failed.first, failed.second, failed.ratio, failed.verdict) == (700.0, 420.0, None, False)
     # measured on one side only: shown, with no ratio
     assert by_key[("torch_tensorrt", "llama2-7b", 1, "triton-2504")].ratio is None
     assert by_key[("eager", "llama2-7b", 64, "local")].second_status == "oom"

@@ -9,11 +9,15 @@ from mlcbench.schema.results import ProcessTiming
 from tests.reports.conftest import make_result
 
 
-def llm_result(workflow, batch, tpot_ms=None, compile_s=None, compile_cache=None, gpu="h100", seed=0):
+def llm_result(workflow, batch, tpot_ms=None, compile_s=None, compile_cache=None, gpu="h100", seed=0, step_ms=None):
+    """step_ms: the per-step time of the timed calls (None: a result stored before it was recorded)."""
     result = make_result("tinyllama-1.1b", workflow, batch, gpu, "local", tokens_per_s=100.0, compile_s=compile_s,
                          seed=seed)
+    latency = result.metrics.latency.model_copy(update={
+        "step_median_ms": step_ms, "step_ci_low_ms": step_ms and step_ms * 0.98,
+        "step_ci_high_ms": step_ms and step_ms * 1.02})
     return result.model_copy(update={"metrics": result.metrics.model_copy(
-        update={"tpot_ms": tpot_ms, "compile_cache": compile_cache})})
+        update={"tpot_ms": tpot_ms, "compile_cache": compile_cache, "latency": latency})})
 
 
 def test_cost_rows_give_the_median_compile_time_of_cold_and_of_warm_runs_apart():
@@ -35,8 +39,9 @@ def test_a_rerun_cell_shows_its_warm_result_and_the_cold_compile_of_its_first_at
 
 
 def test_decode_line_sets_time_per_token_against_reading_weights_and_kv_cache_at_the_bandwidth():
-    results = [llm_result("torch_compile_decode", 64, tpot_ms=4.0), llm_result("torch_compile_decode", 1, tpot_ms=2.0),
-               llm_result("eager", 1, tpot_ms=20.0), llm_result("eager", 1, tpot_ms=1.0, gpu="rtx4090")]
+    results = [llm_result("torch_compile_decode", 64, tpot_ms=4.5, step_ms=4.0),
+               llm_result("torch_compile_decode", 1, tpot_ms=2.5, step_ms=2.0),
+               llm_result("eager", 1, tpot_ms=20.0, step_ms=19.0), llm_result("eager", 1, step_ms=1.0, gpu="rtx4090")]
     lines = {(line.workflow, line.gpu): line for line in decode_lines(results)}
     line = lines[("torch_compile_decode", "h100")]
     assert [step.batch for step in line.steps] == [1, 64]
@@ -46,7 +51,9 @@ def test_decode_line_sets_time_per_token_against_reading_weights_and_kv_cache_at
     assert line.steps[1].step_bytes - line.steps[0].step_bytes == 2 * 22 * 4 * 64 * 48 * 63 * 2
     assert line.steps[0].bound_ms == pytest.approx(line.steps[0].step_bytes / 3350e9 * 1e3)
     text = line.describe()
-    assert "b1 2.00 ms" in text and f"{line.steps[0].bound_ms / 2.0:.0%} of the bound" in text and "3,350 GB/s" in text
+    # the per-step time of the timed calls divides, the synchronised TPOT is shown as TPOT only
+    assert "b1 2.00 ms [1.96–2.04] per step" in text and "3,350 GB/s" in text
+    assert f"({100 * line.steps[0].bound_ms / 2.0:.1f} % of the bound); TPOT 2.50 ms" in text
     assert lines[("eager", "rtx4090")].bandwidth_gbs == 1008
 
 
@@ -69,7 +76,7 @@ def test_one_sweep_shows_cold_and_warm_from_the_processes_of_a_cell():
 
 
 def test_decode_line_uses_the_copy_bandwidth_measured_on_that_gpu_when_there_is_one():
-    results = [llm_result("torch_compile_decode", 1, tpot_ms=2.0)]
+    results = [llm_result("torch_compile_decode", 1, tpot_ms=2.0, step_ms=1.9)]
     measured = Calibration(device="cuda", copy_bytes=1 << 30, copy_gbs=3030.0, gemm_n=8192, gpu_tag="h100")
     [line] = decode_lines(results, [measured])
     assert line.bandwidth_gbs == 3030.0 and "measured" in line.describe() and "spec 3,350" in line.describe()
