@@ -56,7 +56,10 @@ def split(values: Optional[list[str]], option: str) -> tuple[str, ...]:
 
 
 def warn_unreadable(store: Store) -> None:
-    """Rows whose stored result cannot be read were skipped: say which, once, on stderr."""
+    """Rows whose stored result cannot be read were skipped, or a read-only store's log could not be read: say which,
+    once, on stderr."""
+    if store.warning:
+        print(f"warning: {store.warning}", file=sys.stderr)
     if store.unreadable:
         ids = ", ".join(str(row_id) for row_id in sorted(store.unreadable))
         first = next(iter(store.unreadable.values()))

@@ -10,7 +10,8 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -31,6 +32,10 @@ DEFAULT_DB = "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # any constant: PostgreSQL advisory lock that serializes the migrations of orchestrators starting at once
 MIGRATION_LOCK_KEY = 0x6D6C6362
+# how long a SQLite writer waits for another's lock before "database is locked"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# execution option: a SQLite transaction that takes the write lock when it begins (see _sqlite_begin)
+IMMEDIATE = "mlcbench_sqlite_immediate"
 
 
 class Base(DeclarativeBase):
@@ -120,7 +125,7 @@ class Store:
         self.safe_url = safe_url(url)
         # the URL's credentials, masked in whatever the store is handed to keep
         self.secrets = url_secrets(url)
-        self.engine, self.read_only = open_engine(url, create, pooled)
+        self.engine, self.read_only, self.warning = open_engine(url, create, pooled)
         try:
             migrate(self.engine, self.read_only)
         except DBAPIError as error:
@@ -232,7 +237,14 @@ def sqlite_file(url: str) -> Optional[Path]:
     return Path(parsed.database)
 
 
-def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Engine, bool]:
+class OpenedStore(NamedTuple):
+    engine: Engine
+    read_only: bool
+    # what a reader should know of it (a write-ahead log that could not be read), None when nothing
+    warning: Optional[str] = None
+
+
+def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedStore:
     """An engine whose database answers, and whether it is read-only; any failure is a UsageError that names the URL.
     create=False: a SQLite file must exist already, and one that cannot be written (a read-only or immutable file, a
     read-only filesystem) is opened read-only. pooled=False: no connection pool (see Store)."""
@@ -252,15 +264,16 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Eng
         if read_only and create:
             raise UsageError(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
                              f"writable or choose another --db")
+    if read_only:
+        return _read_only_sqlite(path)  # type: ignore[arg-type]
     try:
-        engine = (create_engine("sqlite://", creator=lambda: sqlite3.connect(f"file:{path}?immutable=1", uri=True))
-                  if read_only else create_engine(url) if pooled else create_engine(url, poolclass=NullPool))
+        engine = create_engine(url) if pooled else create_engine(url, poolclass=NullPool)
     except ArgumentError:
         raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL "
                          f"(e.g. sqlite:///results/mlcbench.db, postgresql+psycopg://user:password@host/db)") from None
     except (ImportError, ValueError) as error:
         raise UsageError(f"cannot use --db {safe_url(url)}: {mask(str(error), url_secrets(url))}") from None
-    if engine.dialect.name == "sqlite" and not read_only:
+    if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     try:
@@ -272,7 +285,34 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> tuple[Eng
             raise UsageError(f"{message}; check --db") from None
         raise EnvironmentFailure(f"{message}; start the database server or mend the network, then run the same "
                                  f"command again") from None
-    return engine, read_only
+    return OpenedStore(engine, read_only=False)
+
+
+def _read_only_sqlite(path: Path) -> OpenedStore:
+    """A SQLite file that cannot be written, read as it is. Rows still in its write-ahead log (a writer that was killed,
+    or still runs) are read through SQLite's read-only mode, which needs the log's index (-shm) to be there or
+    creatable; where it cannot be, the file is read as immutable, without the log, and the warning says so."""
+    uri = f"file:{quote(str(path))}"
+    log = path.with_name(f"{path.name}-wal")
+    warning = None
+    if log.is_file() and log.stat().st_size > 0:
+        engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(f"{uri}?mode=ro", uri=True))
+        try:
+            with engine.connect() as connection:
+                connection.exec_driver_sql("SELECT count(*) FROM sqlite_master")
+            return OpenedStore(engine, read_only=True)
+        except DBAPIError as error:
+            engine.dispose()
+            warning = (f"the result store {path} is read-only and its write-ahead log {log.name} cannot be read "
+                       f"({failure(error, str(path))}): rows written since its last checkpoint are not shown; open "
+                       f"it once where it can be written (any mlcbench command) to fold them in")
+    engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(f"{uri}?immutable=1", uri=True))
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT count(*) FROM sqlite_master")
+    except DBAPIError as error:
+        raise UsageError(f"cannot open the result store {path}: {failure(error, str(path))}; check --db") from None
+    return OpenedStore(engine, read_only=True, warning=warning)
 
 
 # SQLSTATE classes of a server that answered and refused what it was asked: invalid authorization (a wrong user or
@@ -311,13 +351,16 @@ def _sqlite_pragmas(connection, _record) -> None:
     # that no later migration can take up. Without its transaction handling, _sqlite_begin makes DDL transactional.
     connection.isolation_level = None
     cursor = connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # first: switching to WAL may have to wait
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
 
 
 def _sqlite_begin(connection) -> None:
-    connection.exec_driver_sql("BEGIN")
+    # IMMEDIATE takes the write lock at BEGIN, waiting for it (busy_timeout): a deferred transaction that read first
+    # and writes later cannot wait, as its snapshot would be stale, and fails at once with "database is locked"
+    immediate = connection.get_execution_options().get(IMMEDIATE, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def safe_url(url: str) -> str:
@@ -340,8 +383,8 @@ def migrate(engine: Engine, read_only: bool = False) -> None:
         head = ScriptDirectory.from_config(_alembic_config(connection)).get_current_head()
         if MigrationContext.configure(connection).get_current_revision() == head:
             return
-    with engine.begin() as connection:
-        if connection.dialect.name == "postgresql":  # released at commit; SQLite serializes its writers itself
+    with engine.connect().execution_options(**{IMMEDIATE: True}) as connection, connection.begin():
+        if connection.dialect.name == "postgresql":  # released at commit; on SQLite, BEGIN IMMEDIATE is the lock
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         config = _alembic_config(connection)
         current = MigrationContext.configure(connection).get_current_revision()
