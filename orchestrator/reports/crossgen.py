@@ -30,14 +30,23 @@ def prediction(first: str, second: str, precision: str) -> Optional[Prediction]:
     return Prediction(bandwidth=b.bandwidth_gbs / a.bandwidth_gbs, peak=peak_b / peak_a)
 
 
-def _cell(row: CompareRow) -> Optional[tuple[float, Optional[float], Optional[float]]]:
-    """The cell's ratio with its 95 % interval (None at both ends where the cell has none)."""
+@dataclass(frozen=True)
+class _Cell:
+    ratio: float
+    low: Optional[float]  # None at both ends where the cell has no interval
+    high: Optional[float]
+    no_verdict: tuple[str, ...]  # why a side cannot carry a verdict ("n=1", "not checked")
+
+
+def _cell(row: CompareRow) -> Optional[_Cell]:
+    """The cell's ratio with its 95 % interval, and why it cannot carry a verdict where it cannot."""
     if row.ratio is None:
         return None
+    why = tuple(reason for reason in (row.first_no_verdict, row.second_no_verdict) if reason)
     change = row.change
     if change is None or change.low is None or change.high is None:
-        return row.ratio, None, None
-    return change.value, change.low, change.high
+        return _Cell(row.ratio, None, None, why)
+    return _Cell(change.value, change.low, change.high, why)
 
 
 NOT_MEMORY_BOUND = "not memory-bound"
@@ -63,7 +72,9 @@ def verdict(low: float, high: float, expected: Prediction) -> str:
 class GenerationRow:
     """One workflow at one batch size over the models of one kind: the geometric mean of the cells' ratios, with the
     geometric means of their interval ends (wider than the mean's own interval: a conservative bound), or no interval
-    (low = high = ratio) where a cell has none; its verdict then reads a point estimate and says so."""
+    (low = high = ratio) where a cell has none; its verdict then reads a point estimate and says so. Where a cell
+    cannot carry a verdict (fewer than 3 processes on a side, no passed check), it is no verdict, and says what the
+    figures read."""
 
     kind: str
     workflow: str
@@ -93,21 +104,25 @@ def generation_rows(comparison: Comparison) -> list[GenerationRow]:
     the comparison is not between two catalogued GPUs."""
     if comparison.axis != "gpu":
         return []
-    groups: dict[tuple[str, str, int, Prediction], list[tuple[float, Optional[float], Optional[float]]]]
-    groups = defaultdict(list)
+    groups: dict[tuple[str, str, int, Prediction], list[_Cell]] = defaultdict(list)
     for row in comparison.rows:
         expected, cell = prediction(comparison.first, comparison.second, row.precision), _cell(row)
-        if expected is not None and cell is not None and cell[0] > 0:
+        if expected is not None and cell is not None and cell.ratio > 0:
             groups[(MODELS[row.model].kind, row.workflow, row.batch, expected)].append(cell)
     rows = []
     for (kind, workflow, batch, expected), cells in groups.items():
-        ratio = _geomean([cell[0] for cell in cells])
-        if all(cell[1] is not None for cell in cells):
-            low, high = (_geomean([cell[i] for cell in cells]) for i in (1, 2))
-            says = verdict(low, high, expected)
+        ratio = _geomean([cell.ratio for cell in cells])
+        if all(cell.low is not None and cell.high is not None for cell in cells):
+            low, high = _geomean([cell.low for cell in cells]), _geomean([cell.high for cell in cells])  # type: ignore
+            says, reads = verdict(low, high, expected), "the interval"
         else:
             low = high = ratio
-            says = f"{verdict(ratio, ratio, expected)} (a point estimate: a cell has no interval)"
+            says, reads = verdict(ratio, ratio, expected), "the point estimate (a cell has no interval)"
+        why = sorted({reason for cell in cells for reason in cell.no_verdict})
+        if why:
+            says = f"no verdict ({', '.join(why)} in a cell); {reads} reads: {says}"
+        elif low == high:
+            says = f"{says} (a point estimate: a cell has no interval)"
         rows.append(GenerationRow(kind, workflow, batch, len(cells), ratio, low, high, expected, says))
     return sorted(rows, key=lambda r: (r.kind, workflow_order(r.workflow), r.batch))
 
