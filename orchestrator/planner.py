@@ -7,7 +7,7 @@ from typing import Mapping, Optional, Sequence
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.suites import SUITES
-from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, Result, Suite
+from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, Result, Suite, why_not_run
 
 
 @dataclass
@@ -118,8 +118,8 @@ def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, 
         if not rerun and is_final(stored, config_key):
             plan.skipped += 1
             continue
-        reason = blocked or (None if env.provides(job.workflow) else
-                             f"{env.name} env does not provide {job.workflow} (env.toml workflows)")
+        reason = why_not_run(job.workflow, job.model) or blocked or (
+            None if env.provides(job.workflow) else f"{env.name} env does not provide {job.workflow} (env.toml workflows)")
         if reason:
             plan.unsupported.append(Result.without_run(job, "unsupported", reason))
             continue

@@ -11,12 +11,14 @@ from mlcbench.schema.catalog import (
     GPUS,
     MODELS,
     OWN_WORKER_WORKFLOWS,
+    REFERENCE,
     WORKFLOWS,
     GpuPeaks,
     ModelInfo,
     ModelKind,
     WorkflowInfo,
     gpu_tag_for_name,
+    why_not_run,
     workflows_for,
 )
 from mlcbench.schema.envs import EnvSpec, RunOptions
@@ -59,6 +61,7 @@ __all__ = [
     "Precision",
     "ProcessTiming",
     "Provenance",
+    "REFERENCE",
     "Repetition",
     "Result",
     "RunOptions",
@@ -71,5 +74,6 @@ __all__ = [
     "WorkflowInfo",
     "WorkflowOptions",
     "gpu_tag_for_name",
+    "why_not_run",
     "workflows_for",
 ]

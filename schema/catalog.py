@@ -1,6 +1,6 @@
 """The GPU and model catalogs (values from reference/facts.md), as data both sides can read."""
 
-from typing import Literal, Optional
+from typing import Literal, Optional, get_args
 
 from mlcbench.schema.base import StrictModel
 
@@ -148,11 +148,13 @@ MODELS.update({
 
 
 class WorkflowInfo(StrictModel):
-    """One workflow: the one place its name, what it is, what it runs and what it needs are written."""
+    """One workflow: the one place its name, what it is, what it runs and what it needs are written. Its code is the
+    one Workflow subclass of mlcbench.workers.workflows.<name>."""
 
     name: str
     description: str
-    kinds: frozenset[ModelKind]
+    # per model kind it cannot run, the reason (stored as the `unsupported` result's reason without starting a worker)
+    why_not: dict[ModelKind, str] = {}
     # top-level packages it imports; checked (without importing) before any model is built
     requires: tuple[str, ...] = ()
     # it takes over process-wide state, so its jobs never share a worker process with other workflows' jobs:
@@ -162,49 +164,62 @@ class WorkflowInfo(StrictModel):
     # it compiles through torch.compile (dynamo): no graph compiled means it ran eager code
     dynamo: bool = False
 
+    @property
+    def kinds(self) -> frozenset[ModelKind]:
+        """The model kinds it runs: every kind it gives no reason against."""
+        return frozenset(kind for kind in get_args(ModelKind) if kind not in self.why_not)
 
-_BOTH: frozenset[ModelKind] = frozenset({"synthetic", "llm"})
-_SYNTHETIC: frozenset[ModelKind] = frozenset({"synthetic"})
-_LLM: frozenset[ModelKind] = frozenset({"llm"})
+
+# The workflow every other is measured and checked against: its runs are the speedups' baseline and the correctness
+# reference.
+REFERENCE = "eager"
+_LLMS_ONLY = "LLMs only: it compiles an LLM's decode loop, which a synthetic model does not have"
 _ORT = ("onnxruntime", "onnxscript")
 
 # Every workflow a job may name. The worker runs each from mlcbench.workers.workflows.<name>; suites take their
-# workflows from the kinds.
+# workflows from the kinds; the planner stores a wrong kind's reason without starting a worker.
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
-    WorkflowInfo(name="eager", kinds=_BOTH,
+    WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
-    WorkflowInfo(name="torch_compile", dynamo=True, kinds=_BOTH,
+    WorkflowInfo(name="torch_compile", dynamo=True,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_forward", dynamo=True, kinds=_LLM,
+    WorkflowInfo(name="torch_compile_forward", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
-    WorkflowInfo(name="torch_compile_static", dynamo=True, kinds=_LLM,
+    WorkflowInfo(name="torch_compile_static", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
-    WorkflowInfo(name="torch_compile_decode", dynamo=True, kinds=_LLM,
+    WorkflowInfo(name="torch_compile_decode", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
-    WorkflowInfo(name="aot_inductor", kinds=_SYNTHETIC,
+    WorkflowInfo(name="aot_inductor", why_not={"llm": "no decode loop runs an AOTInductor package yet"},
                  description="torch.export + AOTInductor package, loaded back and run"),
-    WorkflowInfo(name="onnxruntime", kinds=_BOTH, requires=_ORT,
+    WorkflowInfo(name="onnxruntime", requires=_ORT,
                  description="torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP; "
                              "LLMs: the decoder exported with its KV cache)"),
-    WorkflowInfo(name="onnxruntime_cuda", kinds=_BOTH, requires=_ORT,
+    WorkflowInfo(name="onnxruntime_cuda", requires=_ORT,
                  description="ONNX Runtime, CUDA execution provider (LLMs: the decoder exported with its KV cache, "
                              "greedy decode through IO binding)"),
-    WorkflowInfo(name="onnxruntime_trt", kinds=_SYNTHETIC, requires=_ORT,
+    WorkflowInfo(name="onnxruntime_trt", requires=_ORT, why_not={
+                     "llm": "the TensorRT EP is set up for synthetic models only; the decoder exported with its KV "
+                            "cache runs on the CUDA EP (onnxruntime_cuda)"},
                  description="ONNX Runtime, TensorRT execution provider (engine cache in the env cache)"),
-    WorkflowInfo(name="torch_compile_tensorrt", dynamo=True, kinds=_BOTH, requires=("torch_tensorrt",),
+    WorkflowInfo(name="torch_compile_tensorrt", dynamo=True, requires=("torch_tensorrt",), why_not={
+                     "llm": "Torch-TensorRT's torch.compile backend cannot take a static KV cache's in-place "
+                            "updates (aot_export_joint_simple) and silently falls back to PyTorch; use the "
+                            "torch_tensorrt workflow"},
                  description="torch.compile(backend='tensorrt') through Torch-TensorRT"),
-    WorkflowInfo(name="torch_tensorrt", kinds=_BOTH, requires=("torch_tensorrt",),
+    WorkflowInfo(name="torch_tensorrt", requires=("torch_tensorrt",),
                  description="Torch-TensorRT AOT: torch.export + torch_tensorrt.dynamo.compile, saved and reloaded"),
-    WorkflowInfo(name="tensorrt_llm", kinds=_LLM, requires=("tensorrt_llm",), own_worker=True,
+    WorkflowInfo(name="tensorrt_llm", requires=("tensorrt_llm",), own_worker=True,
+                 why_not={"synthetic": "TensorRT-LLM's LLM API runs LLMs only"},
                  description="TensorRT-LLM LLM API"),
-    WorkflowInfo(name="torch_compile_openxla", dynamo=True, kinds=_BOTH, requires=("torch_xla",), own_worker=True,
+    WorkflowInfo(name="torch_compile_openxla", dynamo=True, requires=("torch_xla",), own_worker=True,
                  description="torch.compile(backend='openxla') on a torch_xla device (LLMs: the forward compiled, "
                              "generate() with the default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_openxla_static", dynamo=True, kinds=_LLM, requires=("torch_xla",), own_worker=True,
+    WorkflowInfo(name="torch_compile_openxla_static", dynamo=True, requires=("torch_xla",), own_worker=True,
+                 why_not={"synthetic": "a static KV cache is an LLM's; torch_compile_openxla runs synthetic models"},
                  description="LLMs: torch_compile_openxla on a static KV cache"),
-    WorkflowInfo(name="torchax", kinds=_BOTH, requires=("torchax", "jax"), own_worker=True,
+    WorkflowInfo(name="torchax", requires=("torchax", "jax"), own_worker=True,
                  description="PyTorch modules on JAX/XLA through torchax.compile"),
 )}
 
@@ -216,3 +231,13 @@ FAULT_WORKFLOWS = frozenset({"fault-kill", "fault-segfault", "fault-hang", "faul
 
 def workflows_for(kind: ModelKind) -> list[str]:
     return [name for name, info in WORKFLOWS.items() if kind in info.kinds]
+
+
+def why_not_run(workflow: str, model: str) -> Optional[str]:
+    """Why the catalog's workflow cannot run the catalog's model (its kind), or None where it can or either is not in
+    the catalog (fault workflows, unknown names: refused elsewhere)."""
+    info, model_info = WORKFLOWS.get(workflow), MODELS.get(model)
+    if info is None or model_info is None:
+        return None
+    reason = info.why_not.get(model_info.kind)
+    return None if reason is None else f"{workflow} does not run {model_info.kind} models: {reason}"

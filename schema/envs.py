@@ -1,8 +1,9 @@
 from typing import Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mlcbench.schema.base import StrictModel
+from mlcbench.schema.catalog import WORKFLOWS
 
 
 class RunOptions(StrictModel):
@@ -40,6 +41,15 @@ class EnvSpec(StrictModel):
     workflows: list[str]
     run: RunOptions = RunOptions()
     profiles: dict[str, BuildProfile] = {}
+
+    @field_validator("workflows")
+    @classmethod
+    def _workflows_of_the_catalog(cls, workflows: list[str]) -> list[str]:
+        unknown = [name for name in workflows if name != "*" and name not in WORKFLOWS]
+        if unknown:
+            raise ValueError(f"{', '.join(map(repr, unknown))} not in the catalog's workflows "
+                             f"(schema/catalog.py): {', '.join(WORKFLOWS)}")
+        return workflows
 
     def with_profile(self, name: str) -> "EnvSpec":
         """The env as its profile `name` builds it: the profile's base image and build args over the env's own."""

@@ -4,6 +4,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
+from mlcbench.schema.catalog import REFERENCE
 from mlcbench.schema.jobs import JobSpec
 
 Status = Literal["ok", "unsupported", "failed", "oom", "timeout", "crashed"]
@@ -19,7 +20,7 @@ NOISY_CV = 0.05
 class Correctness(StrictModel):
     """The workflow's output against eager PyTorch on the same inputs and weights."""
 
-    reference: str = "eager"
+    reference: str = REFERENCE
     # outputs: a synthetic model's output tensor; teacher_forced: an LLM fed eager's greedy tokens, its logits compared
     # with eager's at every output step (prefill and each decode step); greedy_prefix: logits compared only while the
     # workflow's own greedy tokens agree with eager's (for a workflow that cannot take given tokens: names why in

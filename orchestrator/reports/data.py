@@ -10,7 +10,7 @@ from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.provenance import decode_step_bytes
-from mlcbench.schema import GPUS, MODELS, WORKFLOWS, Calibration, JobSpec, ProcessTiming, Result, Timing
+from mlcbench.schema import GPUS, MODELS, REFERENCE, WORKFLOWS, Calibration, JobSpec, ProcessTiming, Result, Timing
 
 Kind = Literal["llm", "synthetic"]
 Axis = Literal["gpu", "env", "store"]
@@ -192,7 +192,7 @@ def no_verdict(result: Result) -> Optional[str]:
     processes = processes_of(result)
     if processes < VERDICT_PROCESSES:
         return f"n={processes}"
-    if result.job.workflow != "eager" and result.correctness is None:
+    if result.job.workflow != REFERENCE and result.correctness is None:
         return "not checked"
     return None
 
@@ -391,7 +391,7 @@ def _speedup(result: Result, baselines: list[Result]) -> Optional[Speedup]:
     """Against the eager run of the same sweep where there is one, else the latest eager run (named). A result that
     failed its check gets none."""
     latency = result.metrics.latency
-    if result.job.workflow == "eager" or _value(result) is None or latency is None or not baselines \
+    if result.job.workflow == REFERENCE or _value(result) is None or latency is None or not baselines \
             or not_compiled(result) or check_failed(result):
         return None
     same = [b for b in baselines if b.provenance.sweep_id == result.provenance.sweep_id]
@@ -430,7 +430,7 @@ def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = (
     results = list(results)
     eager: dict[tuple, list[Result]] = defaultdict(list)
     for result in results:
-        if result.job.workflow == "eager" and _value(result) and result.metrics.latency is not None:
+        if result.job.workflow == REFERENCE and _value(result) and result.metrics.latency is not None:
             eager[_baseline_key(result)].append(result)
     rows = []
     for result in results:

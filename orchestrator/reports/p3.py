@@ -7,6 +7,7 @@ from statistics import median
 from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports.data import DEVICE_TIME_BELOW_MS, VERDICT_PROCESSES, PerfRow, workflow_order
+from mlcbench.schema import REFERENCE
 from mlcbench.schema.results import DecodeLoop
 
 # (minimum median speedup over eager, score), best first
@@ -102,7 +103,7 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         # eager is its own reference: 1.0, where it can carry a verdict itself
         speedups = [row.speedup.claimed if row.speedup else 1.0 for row in worked
                     if (row.speedup is not None and row.speedup.verdict)
-                    or (row.workflow == "eager" and row.no_verdict is None)]
+                    or (row.workflow == REFERENCE and row.no_verdict is None)]
         unjudged = sum(1 for row in worked if row.speedup is not None and not row.speedup.verdict)
         compile_times = [row.result.metrics.compile_s for row in worked if row.result.metrics.compile_s is not None]
         custom_loop = any(row.result.metrics.applied.decode_loop not in (None, STOCK_DECODE_LOOP) for row in worked)

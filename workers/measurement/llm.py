@@ -5,7 +5,7 @@ import time
 
 import torch
 
-from mlcbench.schema import Correctness, Metrics, ModelInfo
+from mlcbench.schema import REFERENCE, Correctness, Metrics, ModelInfo
 from mlcbench.workers.measurement.correctness import compare_generation
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.timing import peak_memory, time_calls, timed_once
@@ -26,7 +26,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
             load_s = time.perf_counter() - begin
             prompt = llm.prompt_ids(info, job, ctx.device)
             reference = None
-            if workflow.name != "eager":
+            if workflow.name != REFERENCE:
                 reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, job.output_len,
                                                                                    with_logits=True)
             with dynamo_stats() as compile_stats:
@@ -50,7 +50,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     ctx.apply(compiled_graphs=compile_stats["graphs"])
     if compile_stats["cudagraph_skips"]:
         ctx.settings["cudagraph_skips"] = compile_stats["cudagraph_skips"]
-    compiled = workflow.name != "eager"
+    compiled = workflow.name != REFERENCE
     metrics = Metrics(
         latency=latency, compile_s=prepare_s + first_call_s, load_s=load_s,
         compile_cache=compile_stats["compile_cache"],

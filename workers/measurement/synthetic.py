@@ -4,7 +4,7 @@ import time
 
 import torch
 
-from mlcbench.schema import Correctness, Metrics, ModelInfo
+from mlcbench.schema import REFERENCE, Correctness, Metrics, ModelInfo
 from mlcbench.workers.measurement.correctness import compare_tensors
 from mlcbench.workers.measurement.dynamo_stats import dynamo_stats
 from mlcbench.workers.measurement.timing import peak_memory, time_calls, timed_once
@@ -18,7 +18,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     model, inputs = synthetic.build(info, job, ctx.dtype, ctx.device)
     load_s = time.perf_counter() - begin
     with torch.no_grad():
-        reference = None if workflow.name == "eager" else model(*inputs)
+        reference = None if workflow.name == REFERENCE else model(*inputs)
         # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
         with peak_memory(cuda) as memory, dynamo_stats() as compile_stats:
             begin = time.perf_counter()

@@ -1,5 +1,6 @@
-"""Workflow registry: the workflow named in a job is the Workflow subclass of mlcbench.workers.workflows.<name>,
-imported only when a job asks for it; what it needs comes from the catalog's table (schema/catalog.py)."""
+"""Workflow registry: the workflow named in a job is the one Workflow subclass defined in
+mlcbench.workers.workflows.<name>, imported only when a job asks for it; what it runs and needs comes from the
+catalog's table (schema/catalog.py)."""
 
 import importlib
 import importlib.util
@@ -10,12 +11,17 @@ from mlcbench.schema import FAULT_WORKFLOWS, WORKFLOWS
 from mlcbench.workers.workflows.base import Unsupported, Workflow
 
 FAULTS_ENV = "MLCBENCH_TEST_FAULTS"
-_FAULTS_MODULE = "faults"
+
+
+class WorkflowModuleError(Exception):
+    """A workflow module that does not define exactly one Workflow subclass (a mistake in this code, not the env)."""
 
 
 def load(name: str) -> Workflow:
     if name in FAULT_WORKFLOWS and os.environ.get(FAULTS_ENV) == "1":
-        return _workflow_in(_FAULTS_MODULE, name)
+        from mlcbench.workers.workflows.faults import FAULTS
+
+        return FAULTS[name]()
     info = WORKFLOWS.get(name)
     if info is None:
         raise Unsupported(f"workflow {name!r} is unknown")
@@ -23,16 +29,21 @@ def load(name: str) -> Workflow:
     if missing:
         raise Unsupported(f"{name}: {', '.join(missing)} not importable in this environment")
     try:
-        return _workflow_in(name, name)
+        module = importlib.import_module(f"{__name__}.{name}")
     except ImportError as error:
         raise Unsupported(f"{name}: {error.name or error} not importable in this environment") from None
+    return workflow_class(module)()
 
 
-def _workflow_in(module_name: str, name: str) -> Workflow:
-    module = importlib.import_module(f"{__name__}.{module_name}")
-    [workflow] = [value for value in vars(module).values()
-                  if isinstance(value, type) and issubclass(value, Workflow) and value.__dict__.get("name") == name]
-    return workflow()
+def workflow_class(module) -> type[Workflow]:
+    """The one Workflow subclass a module defines (classes it imports do not count)."""
+    defined = [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, Workflow)
+               and value.__module__ == module.__name__]
+    if len(defined) != 1:
+        raise WorkflowModuleError(f"{module.__name__} defines {len(defined)} Workflow subclasses "
+                                  f"({', '.join(cls.__name__ for cls in defined) or 'none'}); a workflow module "
+                                  f"defines exactly one")
+    return defined[0]
 
 
 def _installed(package: str) -> bool:

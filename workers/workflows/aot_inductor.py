@@ -7,8 +7,6 @@ from mlcbench.workers.workflows.base import Workflow
 
 
 class AOTInductor(Workflow):
-    name = "aot_inductor"
-
     def compile_module(self, module, inputs, ctx):
         ctx.apply(backend="inductor", export="torch.export", dynamic_shapes=False)
         exported = torch.export.export(module, inputs)

@@ -3,7 +3,7 @@
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from mlcbench.schema import Applied, JobSpec
 from mlcbench.schema.results import Setting
@@ -36,15 +36,22 @@ class WorkflowContext:
 
 
 class Workflow:
-    name: ClassVar[str]
+    """A workflow's code: the one subclass in mlcbench.workers.workflows.<name>, where <name> is its catalog row's.
+    It implements the method of each model kind the catalog says it runs; the catalog refuses the others."""
+
+    @property
+    def name(self) -> str:
+        return type(self).__module__.rpartition(".")[2]
 
     def compile_module(self, module: "torch.nn.Module", inputs: tuple["torch.Tensor", ...],
                        ctx: WorkflowContext) -> Callable[..., object]:
-        """A callable computing module(*inputs), prepared by this workflow. Its first call is timed as compile."""
-        raise Unsupported(f"{self.name} does not run synthetic models")
+        """Synthetic models: a callable computing module(*inputs), prepared by this workflow. Its first call is timed
+        as compile."""
+        raise TypeError(f"the catalog says {self.name} runs synthetic models; its module has no compile_module")
 
     def prepare_llm(self, model: "torch.nn.Module", ctx: WorkflowContext) -> LLMRunner:
-        raise Unsupported(f"{self.name} does not run LLMs yet")
+        """LLMs: a runner of fixed-length greedy generation, prepared by this workflow."""
+        raise TypeError(f"the catalog says {self.name} runs LLMs; its module has no prepare_llm")
 
     @contextmanager
     def compiling(self, ctx: WorkflowContext) -> Iterator[None]:

@@ -3,8 +3,6 @@ from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class Eager(Workflow):
-    name = "eager"
-
     def compile_module(self, module, inputs, ctx):
         return module
 

@@ -15,8 +15,6 @@ def _providers(ctx) -> list:
 
 
 class OnnxRuntime(Workflow):
-    name = "onnxruntime"
-
     def compile_module(self, module, inputs, ctx):
         providers = _providers(ctx)
         sess = session(export_synthetic(module, inputs, ctx), providers, ctx)

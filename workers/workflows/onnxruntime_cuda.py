@@ -7,8 +7,6 @@ from mlcbench.workers.workflows.base import Workflow
 
 
 class OnnxRuntimeCUDA(Workflow):
-    name = "onnxruntime_cuda"
-
     def compile_module(self, module, inputs, ctx):
         require_provider("CUDAExecutionProvider")
         path = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)

@@ -23,8 +23,6 @@ def profile_shapes(inputs: tuple[torch.Tensor, ...], smallest: bool) -> str:
 
 
 class OnnxRuntimeTensorRT(Workflow):
-    name = "onnxruntime_trt"
-
     def compile_module(self, module, inputs, ctx):
         if ctx.dtype == torch.bfloat16:
             raise Unsupported("onnxruntime_trt: bf16 needs the TensorRT EP's bf16 mode and bf16 IO binding, which "
@@ -51,7 +49,3 @@ class OnnxRuntimeTensorRT(Workflow):
         # with fp16 enabled TensorRT may pick fp16-accumulating kernels: that alone can double a GeForce peak
         ctx.apply(accumulation="fp16" if fp16 else "fp32")
         return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
-
-    def prepare_llm(self, model, ctx):
-        raise Unsupported("onnxruntime_trt: LLMs need an ONNX export with KV-cache inputs and outputs, which this "
-                          "worker does not produce")

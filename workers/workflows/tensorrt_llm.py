@@ -10,7 +10,7 @@ import time
 import torch
 
 from mlcbench.workers.decode import Generation
-from mlcbench.workers.workflows.base import Unsupported, Workflow, require
+from mlcbench.workers.workflows.base import Workflow, require
 from mlcbench.workers.stacks.trt_settings import version_tuple
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
@@ -40,11 +40,6 @@ class TensorRTLLMRunner:
 
 
 class TensorRTLLM(Workflow):
-    name = "tensorrt_llm"
-
-    def compile_module(self, module, inputs, ctx):
-        raise Unsupported("tensorrt_llm runs LLMs only")
-
     def prepare_llm(self, model, ctx):
         tensorrt_llm = require("tensorrt_llm")
         from tensorrt_llm import LLM, SamplingParams

@@ -14,8 +14,6 @@ from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class TorchCompile(Workflow):
-    name = "torch_compile"
-
     def compile_module(self, module, inputs, ctx):
         mode = ctx.job.options.compile_mode or "default"
         ctx.apply(backend="inductor", compile_mode=mode, dynamic_shapes=False)

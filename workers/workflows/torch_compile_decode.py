@@ -20,8 +20,6 @@ def eos_token_ids(model) -> list[int]:
 
 
 class TorchCompileDecode(Workflow):
-    name = "torch_compile_decode"
-
     @contextmanager
     def compiling(self, ctx):
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:

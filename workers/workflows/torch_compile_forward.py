@@ -9,8 +9,6 @@ from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class TorchCompileForward(Workflow):
-    name = "torch_compile_forward"
-
     def prepare_llm(self, model, ctx):
         mode = ctx.job.options.compile_mode or "default"
         ctx.apply(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,

@@ -86,7 +86,6 @@ class XLAGenerateRunner:
 
 
 class TorchCompileOpenXLA(Workflow):
-    name = "torch_compile_openxla"
     # generate()'s KV cache: "dynamic" (the paper's recipe, Hugging Face's default) or "static"
     cache = "dynamic"
 

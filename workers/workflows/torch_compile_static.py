@@ -35,8 +35,6 @@ def install_compiled_call(model, config: CompileConfig) -> None:
 
 
 class TorchCompileStatic(Workflow):
-    name = "torch_compile_static"
-
     @contextmanager
     def compiling(self, ctx):
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:

@@ -7,20 +7,13 @@ generate() timing would not be a TensorRT timing. The torch_tensorrt workflow ru
 
 import torch
 
-from mlcbench.workers.workflows.base import Unsupported, Workflow, require
+from mlcbench.workers.workflows.base import Workflow, require
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 
 class TorchCompileTensorRT(Workflow):
-    name = "torch_compile_tensorrt"
-
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt", "import registers the 'tensorrt' torch.compile backend")
         options = compilation_settings(torch_tensorrt, ctx)
         ctx.apply(backend="tensorrt", dynamic_shapes=False)
         return torch.compile(module, backend="tensorrt", dynamic=False, options=options)
-
-    def prepare_llm(self, model, ctx):
-        raise Unsupported(
-            "torch_compile_tensorrt: Torch-TensorRT's torch.compile backend cannot take a static KV cache's in-place "
-            "updates (aot_export_joint_simple) and silently falls back to PyTorch; use the torch_tensorrt workflow")

@@ -13,8 +13,6 @@ from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 
 class TorchTensorRT(Workflow):
-    name = "torch_tensorrt"
-
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt")
         options = compilation_settings(torch_tensorrt, ctx)

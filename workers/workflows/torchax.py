@@ -90,8 +90,6 @@ class _LastLogits(torch.nn.Module):
 
 
 class Torchax(Workflow):
-    name = "torchax"
-
     def compile_module(self, module, inputs, ctx):
         torchax, env, jax = _load(ctx)
         module.to("cpu")  # _HOST_FIRST

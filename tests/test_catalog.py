@@ -1,0 +1,147 @@
+"""The catalog (schema/catalog.py) is the one table of workflows; everything else that names them is checked against
+it here, without torch: the workflow modules and their methods (read as source), every env.toml, the README's
+support matrix, and the worker's loader."""
+
+import ast
+import re
+import types
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from pydantic import ValidationError
+
+from mlcbench.orchestrator.envs import env_names, load_env
+from mlcbench.schema import REFERENCE, WORKFLOWS, EnvSpec, ModelKind, why_not_run
+from mlcbench.workers.workflows import WorkflowModuleError, workflow_class
+from mlcbench.workers.workflows.base import Workflow
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOWS_DIR = REPO / "workers" / "workflows"
+NOT_WORKFLOWS = {"__init__", "base", "faults"}
+# the method a workflow implements for each model kind it runs
+METHODS: dict[str, str] = {"synthetic": "compile_module", "llm": "prepare_llm"}
+
+
+def _classes(module: str) -> dict[str, ast.ClassDef]:
+    tree = ast.parse((WORKFLOWS_DIR / f"{module}.py").read_text())
+    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    return [base.id if isinstance(base, ast.Name) else ast.unparse(base) for base in node.bases]
+
+
+def _workflow_classes(module: str) -> dict[str, ast.ClassDef]:
+    """The classes a module defines that derive from Workflow, directly or through another workflow's class."""
+    all_classes = {name: node for other in _module_names() for name, node in _classes(other).items()}
+
+    def is_workflow(node: ast.ClassDef) -> bool:
+        return any(base == "Workflow" or (base in all_classes and is_workflow(all_classes[base]))
+                   for base in _base_names(node))
+
+    return {name: node for name, node in _classes(module).items() if is_workflow(node)}
+
+
+def _module_names() -> set[str]:
+    return {path.stem for path in WORKFLOWS_DIR.glob("*.py")} - NOT_WORKFLOWS
+
+
+def _own_methods(node: ast.ClassDef) -> set[str]:
+    return {item.name for item in node.body if isinstance(item, ast.FunctionDef)} | {
+        target.id for item in node.body if isinstance(item, ast.Assign) for target in item.targets
+        if isinstance(target, ast.Name)}
+
+
+def _methods_with_bases(module: str, node: ast.ClassDef) -> set[str]:
+    """What a workflow class defines itself or inherits from another workflow module's class."""
+    methods = _own_methods(node)
+    for base in _base_names(node):
+        for other in _module_names():
+            if base in _workflow_classes(other):
+                methods |= _methods_with_bases(other, _classes(other)[base])
+    return methods
+
+
+def test_every_catalog_row_is_a_workflow_module_and_every_module_a_row():
+    assert set(WORKFLOWS) == _module_names()
+    assert all(name == info.name for name, info in WORKFLOWS.items())
+    assert REFERENCE in WORKFLOWS
+
+
+@pytest.mark.parametrize("module", sorted(_module_names()))
+def test_each_workflow_module_defines_one_workflow_class_with_no_name_to_repeat(module):
+    [(_, node)] = _workflow_classes(module).items()
+    assert "name" not in _own_methods(node)  # the loader names it from its module
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+def test_a_workflow_implements_the_kinds_the_catalog_says_it_runs_and_no_other(name):
+    info = WORKFLOWS[name]
+    assert set(METHODS) == set(get_args(ModelKind))
+    [(_, node)] = _workflow_classes(name).items()
+    for kind in info.kinds:
+        assert METHODS[kind] in _methods_with_bases(name, node), f"{name} runs {kind} models: {METHODS[kind]}"
+    for kind, reason in info.why_not.items():
+        assert reason.strip()
+        # the catalog refuses the kind before a worker starts: a method refusing it again would be a second answer
+        assert METHODS[kind] not in _own_methods(node), f"{name}: the catalog refuses {kind} models"
+
+
+def test_the_catalog_refuses_a_wrong_kind_with_its_reason_and_passes_names_it_does_not_know():
+    assert WORKFLOWS["torch_compile_tensorrt"].why_not["llm"] in why_not_run("torch_compile_tensorrt", "llama-2layer")
+    assert "llm" not in WORKFLOWS["torch_compile_tensorrt"].kinds
+    assert why_not_run("torch_compile_tensorrt", "ffn-small") is None
+    assert why_not_run("fault-kill", "ffn-small") is None
+
+
+@pytest.mark.parametrize("env", env_names())
+def test_every_env_toml_names_catalog_workflows_only(env):
+    assert load_env(env).workflows  # load_env validates them (EnvSpec)
+
+
+def test_an_env_naming_a_workflow_the_catalog_lacks_is_refused_with_the_name():
+    with pytest.raises(ValidationError, match="'torch_compiel' not in the catalog"):
+        EnvSpec(name="mine", runtime="local", workflows=["eager", "torch_compiel"])
+
+
+def _support_matrix() -> dict[str, str]:
+    """workflow -> its 'envs that offer it' cell, from the README's support matrix, in the table's order."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Support matrix", 1)[1]
+    table = section[section.index("\n| workflow |"):].split("\n\n", 1)[0]  # the first table of the section
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("| `")]
+    return {re.fullmatch(r"`(\w+)`", row[0]).group(1): row[-1] for row in rows}
+
+
+def test_the_readme_support_matrix_lists_the_catalogs_workflows_in_its_order_with_the_envs_that_offer_them():
+    matrix = _support_matrix()
+    assert list(matrix) == list(WORKFLOWS)
+    envs = {name: load_env(name) for name in env_names()}
+    for workflow, cell in matrix.items():
+        named = set(envs) if cell == "all" else {
+            env for pattern in cell.split(", ") for env in envs if fnmatch(env, pattern)}
+        assert named == {env for env, spec in envs.items() if spec.provides(workflow)}, workflow
+
+
+def _module(name: str, **classes: type) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for class_name, cls in classes.items():
+        cls.__module__ = name
+        setattr(module, class_name, cls)
+    return module
+
+
+def test_the_loader_takes_a_modules_one_workflow_class_and_names_it_after_the_module():
+    imported = type("Imported", (Workflow,), {})  # a class a module imports does not count
+    module = _module("mlcbench.workers.workflows.mine", Mine=type("Mine", (Workflow,), {}))
+    module.Imported = imported
+    assert workflow_class(module)().name == "mine"
+
+
+@pytest.mark.parametrize("classes", [{}, {"One": type("One", (Workflow,), {}), "Two": type("Two", (Workflow,), {})}])
+def test_a_workflow_module_with_zero_or_two_workflow_classes_is_a_clear_error(classes):
+    with pytest.raises(WorkflowModuleError, match=f"defines {len(classes)} Workflow subclasses"):
+        workflow_class(_module("mlcbench.workers.workflows.mine", **classes))
