@@ -10,7 +10,8 @@ from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.provenance import decode_step_bytes
-from mlcbench.schema import GPUS, MODELS, REFERENCE, WORKFLOWS, Calibration, JobSpec, ProcessTiming, Result, Timing
+from mlcbench.schema import (GPUS, MODELS, REFERENCE, WORKFLOWS, Calibration, Correctness, JobSpec, ProcessTiming,
+                             Result, Timing)
 
 Kind = Literal["llm", "synthetic"]
 Axis = Literal["gpu", "env", "store"]
@@ -745,6 +746,24 @@ class CheckRow:
     max_abs_diff: Optional[float]
     token_agreement: Optional[float]
     tolerance: float
+    check: Optional[Correctness] = None
+
+    @property
+    def where(self) -> str:
+        """How it was checked and where it failed: 'teacher_forced, worst at step 3 of 32 checked, 1 of 5 processes
+        failed' (what the result recorded)."""
+        check = self.check
+        if check is None:
+            return "—"
+        parts = [check.method or "method not recorded"]
+        if check.worst_step is not None:
+            parts.append(f"worst at step {check.worst_step}"
+                         + (f" of {check.steps_checked} checked" if check.steps_checked is not None else ""))
+        elif check.steps_checked is not None:
+            parts.append(f"{check.steps_checked} steps checked")
+        if check.processes_checked is not None:
+            parts.append(f"{check.processes_failed or 0} of {check.processes_checked} processes failed")
+        return ", ".join(parts) + (f" ({check.note})" if check.note else "")
 
 
 def failed_checks(results: Iterable[Result]) -> list[CheckRow]:
@@ -756,7 +775,7 @@ def failed_checks(results: Iterable[Result]) -> list[CheckRow]:
         job = result.job
         rows.append(CheckRow(gpu_of(result), env_of(result), job.model, job.workflow, job.precision, job.batch_size,
                              check.passed, check.cosine, check.rel_l2_error, check.max_abs_diff, check.token_agreement,
-                             check.tolerance))
+                             check.tolerance, check))
     return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow), r.batch))
 
 

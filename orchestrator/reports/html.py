@@ -141,11 +141,11 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
                    + _cell(c.env, "text") + _cell(c.precision, "text") + _cell(str(c.batch))
                    + _cell(fmt.number(c.cosine, 5)) + _cell(fmt.number(c.rel_l2_error, 4))
                    + _cell(fmt.number(c.max_abs_diff, 4)) + _cell(fmt.percent(c.token_agreement))
-                   + _cell(fmt.number(c.tolerance, 3)) + "</tr>") for c in report.failed_checks]
+                   + _cell(fmt.number(c.tolerance, 3)) + _cell(c.where, "text") + "</tr>") for c in report.failed_checks]
     sections.append(_section("Correctness checks that failed", _table(
         f"{len(check_rows)} result(s) differ from eager beyond tolerance",
         ["model", "workflow", "gpu", "env", "precision", "batch", "cosine", "rel. L2 error", "max abs diff",
-         "token agreement", "tolerance"], check_rows) if check_rows
+         "token agreement", "tolerance", "checked how, failed where"], check_rows) if check_rows
         else '<p class="note">No stored correctness check failed.</p>'))
 
     if report.comparisons:

@@ -3,6 +3,7 @@ why the rest did not run, and where the numbers come from."""
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import RULES, PerfRow, ThroughputTable, ceiling_rows
+from mlcbench.orchestrator.reports.p3 import RUBRIC
 from mlcbench.orchestrator.reports.report import Report
 
 
@@ -39,6 +40,19 @@ def _costs(report: Report) -> str:
                    fmt.cold_warm(c.compile_cold_s, c.compile_cold_n, c.compile_warm_s, c.compile_warm_n),
                    fmt.gigabytes(c.peak_mem_bytes))
                   for c in report.costs])
+
+
+def _p3(report: Report) -> str:
+    return _rows(("workflow", "performance", "productivity", "portability", "input flexibility", "architecture",
+                  "failed checks"),
+                 [(p.workflow, f"{p.performance or '—'} ({fmt.p3_speedups(p)})",
+                   f"{p.productivity or '—'} ({fmt.number(p.median_compile_s)} s"
+                   + (", own decode loop" if p.custom_decode_loop else "") + ")",
+                   f"{p.portability} ({p.cells_ran}/{p.cells_tried} cells)",
+                   f"{p.input_flexibility} ({p.batches_ran}/{p.batches_tried} batches"
+                   + (", dynamic shapes" if p.dynamic_shapes else "") + ")",
+                   f"{p.architecture} ({', '.join(p.gpus_ran) or 'none'})", f"{p.checks_failed} of {p.checks}")
+                  for p in report.p3])
 
 
 def _not_ok(report: Report) -> str:
@@ -84,6 +98,12 @@ def markdown(report: Report) -> str:
     if report.failed_checks:
         parts.append("✗: the correctness check against eager failed for that result: it gets no speedup, no P3 "
                      "score and no verdict.")
+        parts += ["### Correctness checks that failed", _rows(
+            ("model", "workflow", "gpu", "env", "precision", "batch", "cosine", "rel. L2 error", "token agreement",
+             "tolerance", "checked how, failed where"),
+            [(c.model, c.workflow, c.gpu, c.env, c.precision, str(c.batch), fmt.number(c.cosine, 5),
+              fmt.number(c.rel_l2_error, 4), fmt.percent(c.token_agreement), fmt.number(c.tolerance, 3),
+              c.where.replace("|", "\\|")) for c in report.failed_checks])]
     if report.costs:
         parts += ["### Compile time (first call, compile included; cold / warm: the compile caches empty / full, "
                   "median over that many processes) and "
@@ -91,6 +111,9 @@ def markdown(report: Report) -> str:
     if report.decode:
         parts += ["### Where decode time goes (per-step time of the timed calls against the memory bound)",
                   "\n".join(f"- {line.describe()}" for line in report.decode)]
+    if report.p3:
+        parts += ["### P3 summary (1 worst .. 5 best)", _p3(report),
+                  "\n".join(f"- {name}: {text}" for name, text in RUBRIC)]
     if any(cell.reasons for matrix in report.support for cell in matrix.cells.values()):
         parts += ["### What did not run, and why", _not_ok(report)]
     if report.calibrations:

@@ -102,11 +102,13 @@ def report_renderables(report: Report) -> list[RenderableType]:
 
     if report.failed_checks:
         checks = Table(title="correctness checks that FAILED", style="red")
-        for name in ("model", "workflow", "gpu", "env", "batch", "cosine", "rel L2", "token agreement", "tolerance"):
+        for name in ("model", "workflow", "gpu", "env", "batch", "cosine", "rel L2", "token agreement", "tolerance",
+                     "checked how, failed where"):
             checks.add_column(name)
         for c in report.failed_checks:
             checks.add_row(c.model, c.workflow, c.gpu, c.env, str(c.batch), fmt.number(c.cosine, 5),
-                           fmt.number(c.rel_l2_error, 4), fmt.percent(c.token_agreement), fmt.number(c.tolerance, 3))
+                           fmt.number(c.rel_l2_error, 4), fmt.percent(c.token_agreement), fmt.number(c.tolerance, 3),
+                           c.where)
         parts.append(checks)
 
     p3 = Table(title="P3 summary (1 worst .. 5 best)")
