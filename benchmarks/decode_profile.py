@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from mlcbench.schema import GPUS, MODELS, JobSpec, gpu_tag_for_name
+from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 from mlcbench.workers.decode.compiled_step import CompiledStepRunner
 from mlcbench.workers.decode.static_llama import StaticLlama
 from mlcbench.workers.models import llm
@@ -105,7 +106,7 @@ def main() -> int:
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=32)
     parser.add_argument("--mode", default="reduce-overhead")
-    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "mlcbench" / "local",
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR / "local",
                         help="the env's cache folder (a local sweep's default)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()

@@ -49,6 +49,10 @@ def current_key(device: "torch.device") -> str:
                      os.environ.get(IMAGE_DIGEST_ENV))
 
 
+# where Inductor and Triton write, read by them at each compile (use_cache_folder sets them)
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
 def use_cache_folder(root: Path, device: "torch.device", shape: Optional[str] = None) -> Path:
     """Point Inductor at root/inductor/<key> (or its subfolder `shape`) and Triton at root/inductor/<key>/triton for
     every compile from now on in this process."""
@@ -96,7 +100,24 @@ def forget_installed_globals(namespace: dict[str, object], imported: frozenset[s
 @contextmanager
 def warm_start_caches(root: Path, device: "torch.device",
                       precompile_shape: Optional[str] = None) -> Iterator[tuple[str, ...]]:
-    """The caches a compiled workflow's preparation and first call use, named as the block's value.
+    """The caches a compiled workflow's preparation and first call use, named as the block's value. After the block
+    the process's cache variables are as they were, so the worker's next job does not compile into this job's folder
+    (a precompile shape's, for one)."""
+    before = {name: os.environ.get(name) for name in CACHE_VARIABLES}
+    try:
+        with _caches(root, device, precompile_shape) as caches:
+            yield caches
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _caches(root: Path, device: "torch.device", precompile_shape: Optional[str]) -> Iterator[tuple[str, ...]]:
+    """warm_start_caches without restoring the cache variables.
 
     With `precompile_shape` (everything the compiled functions' guards check: model, dtype, batch, lengths), dynamo's
     precompile cache is on inside the block and written when the block's compiles succeed, in a folder of that shape
