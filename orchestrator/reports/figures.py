@@ -68,7 +68,9 @@ def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path
         line, = axes.plot([p.batch for p in points], [p.value for p in points], marker="o", label=label)
         _error_bars(axes, [p for p in points if p.interval is not None], line.get_color())
     if kind == "synthetic":
-        peaks = sorted({(row.precision, row.accumulation or "fp32") for row in rows if row.value is not None})
+        # a GPU's peak only for results that ran on a GPU (a CPU run may carry a GPU's tag, --force-gpu-tag)
+        peaks = sorted({(row.precision, row.accumulation or "fp32") for row in rows
+                        if row.value is not None and row.result.job.device == "cuda"})
         for precision, accumulation in peaks:
             peak = peak_tflops(gpu, precision, accumulation)
             if peak:

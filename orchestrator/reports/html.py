@@ -67,10 +67,12 @@ def _efficiency_cell(row: Optional[PerfRow]) -> str:
 
 def _throughput_table(table: ThroughputTable) -> str:
     efficiency = "of decode bandwidth bound (spec / measured)" if table.kind == "llm" else "of peak (spec / measured)"
-    headers = ["workflow"] + [f"b{b}" for b in table.batches] + [f"b{b} {efficiency}" for b in table.batches]
+    # no bound columns where no cell has a bound (a CPU run)
+    bounds = table.batches if any(fmt.bounds(row) for line in table.lines for row in line.cells.values()) else ()
+    headers = ["workflow"] + [f"b{b}" for b in table.batches] + [f"b{b} {efficiency}" for b in bounds]
     rows = [("<tr>" + _cell(line.workflow, "text")
              + "".join(_perf_cell(line.cells.get(b)) for b in table.batches)
-             + "".join(_efficiency_cell(line.cells.get(b)) for b in table.batches) + "</tr>") for line in table.lines]
+             + "".join(_efficiency_cell(line.cells.get(b)) for b in bounds) + "</tr>") for line in table.lines]
     verdicts = "".join(f"<li>{escape(verdict.text)}</li>" for verdict in table.fastest)
     return _table(table.title + " (value [95 % interval], the processes it combines, speedup over eager; ≈ = not "
                   "significant; ✗ = correctness check failed; hover for provenance)", headers, rows) + (

@@ -27,8 +27,10 @@ def _perf_cell(row: PerfRow | None) -> Text:
 
 def throughput_table(table: ThroughputTable) -> Group:
     efficiency = "decode bandwidth bound (per-step time of the timed calls)" if table.kind == "llm" else "peak"
-    rich_table = Table(title=f"{table.title} (value [95 % interval], the processes it combines, speedup over eager, "
-                             f"% of {efficiency}: spec / measured; ⚠ flags a figure not to trust)")
+    bounds = any(fmt.bounds(row) for line in table.lines for row in line.cells.values())
+    rich_table = Table(title=f"{table.title} (value [95 % interval], the processes it combines, speedup over eager"
+                             + (f", % of {efficiency}: spec / measured" if bounds else "")
+                             + "; ⚠ flags a figure not to trust)")
     rich_table.add_column("workflow")
     for batch in table.batches:
         rich_table.add_column(f"b{batch}", justify="right")

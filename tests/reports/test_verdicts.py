@@ -255,10 +255,19 @@ def test_a_cpu_run_is_read_against_no_gpu_peak(tmp_path: Path):
               cell("ffn-tinyllama", "torch_compile", [5.0, 5.02, 4.98], device_kind="cpu")]
     assert all(row.efficiency is None for row in perf_rows(on_cpu))
     page = write_html(build_report(on_cpu, "test", Selection()), tmp_path / "cpu").read_text()
-    assert "GPU&#x27;s peak" not in page and "GPU's peak" not in page
+    assert "GPU&#x27;s peak" not in page and "GPU's peak" not in page and "of peak (spec" not in page
     on_gpu = [result.model_copy(update={"job": result.job.model_copy(update={"device": "cuda"})}) for result in on_cpu]
     page = write_html(build_report(on_gpu, "test", Selection()), tmp_path / "gpu").read_text()
-    assert "with the GPU&#x27;s peak" in page
+    assert "with the GPU&#x27;s peak" in page and "of peak (spec" in page
+
+
+def test_a_cpu_run_under_a_gpu_tag_draws_no_peak_line(tmp_path: Path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(figures, "_save", lambda figure, out_dir, filename: drawn.append(figure))
+    on_cpu = [cell("ffn-tinyllama", "eager", EAGER, device_kind="cpu")]  # tagged h100 (--force-gpu-tag)
+    figures.write_figures(build_report(on_cpu, "test", Selection()), tmp_path)
+    labels = [label for figure in drawn for axes in figure.axes for label in axes.get_legend_handles_labels()[1]]
+    assert labels and not any("peak" in label for label in labels)
 
 
 def test_html_figures_draw_each_points_interval(tmp_path: Path, monkeypatch):
