@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mlcbench.schema.base import StrictModel
 
@@ -50,13 +50,11 @@ def read_lines(path: Path) -> list[str]:
 class WorkerArgs(StrictModel):
     """The worker's command line: `python -m mlcbench.workers run --jobs ... --results ...`."""
 
-    jobs: Path
-    results: Path
-    # append each job's id here as it starts (for per-job timeouts)
-    progress: Optional[Path] = None
-    cache_dir: Path = DEFAULT_CACHE_DIR
-    # first measure the device's ceilings and write them here
-    calibration: Optional[Path] = None
+    jobs: Path = Field(description="the JobSpec lines to run")
+    results: Path = Field(description="append one Result line per job here")
+    progress: Optional[Path] = Field(None, description="append each job's id here as it starts (per-job timeouts)")
+    cache_dir: Path = Field(DEFAULT_CACHE_DIR, description="persistent compiler caches, a folder per workflow")
+    calibration: Optional[Path] = Field(None, description="first measure the device's ceilings and write them here")
 
     def command(self, python: str) -> list[str]:
         flags = [[_flag(name), str(value)] for name, value in self if value is not None]
@@ -71,7 +69,7 @@ class WorkerArgs(StrictModel):
                                                        "job")
         for name, field in cls.model_fields.items():
             run.add_argument(_flag(name), dest=name, type=Path, required=field.is_required(),
-                             default=field.default if not field.is_required() else None)
+                             default=None if field.is_required() else field.default, help=field.description)
         parsed = vars(parser.parse_args(argv))
         parsed.pop("command")
         return cls(**parsed)
