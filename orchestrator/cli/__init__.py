@@ -1,8 +1,10 @@
 """The `mlcbench` command."""
 
+import errno
 import os
 import shlex
 import sys
+import tempfile
 from collections import Counter
 from enum import Enum
 from importlib import metadata
@@ -15,7 +17,8 @@ from mlcbench.orchestrator import sweep as sweeping, workdirs
 from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly, split, warn_unreadable
 from mlcbench.orchestrator.cli.cluster import submit_sweep
 from mlcbench.orchestrator.envs import load_env
-from mlcbench.orchestrator.errors import ExitCode, UsageError
+from mlcbench.orchestrator.envs.images import connect
+from mlcbench.orchestrator.errors import MEANINGS, EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.gpu import detect, resolve_target
 from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
@@ -31,7 +34,9 @@ from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 FAILURES = tuple(status for status in get_args(Status) if status not in FINAL_STATUSES)
 
 app = typer.Typer(help="Which ML-compiler workflow is fastest for your model on your GPU, at what compile cost, "
-                       "and does it still give the right answer?", no_args_is_help=True, add_completion=False)
+                       "and does it still give the right answer?", no_args_is_help=True, add_completion=False,
+                  epilog="Exit codes of every command: " + "; ".join(f"{code.value} {meaning}"
+                                                                     for code, meaning in MEANINGS.items()))
 
 DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
 SLURM_PANEL = "Slurm (--runtime slurm)"
@@ -54,6 +59,17 @@ def _checkpoints(values: Optional[list[str]]) -> dict[str, Path]:
             raise UsageError(f"--checkpoint {value!r}: expected MODEL=FOLDER, e.g. tinyllama-1.1b=/models/TinyLlama")
         checkpoints[model] = Path(folder).expanduser()
     return checkpoints
+
+
+def _sbatch_args(values: Optional[list[str]]) -> tuple[str, ...]:
+    """Each --sbatch-arg split as a shell would (two options in one value are two arguments to sbatch)."""
+    words = []
+    for value in values or []:
+        try:
+            words += shlex.split(value)
+        except ValueError as error:
+            raise UsageError(f"--sbatch-arg {value!r}: {error}") from None
+    return tuple(words)
 
 
 def _batch_sizes(values: Optional[list[str]]) -> list[int]:
@@ -92,14 +108,14 @@ def sweep(
         help=f"array tasks running at once; the jobs are cut into tasks for that many (default "
              f"{DEFAULT_TASKS_AT_ONCE}, no limit)", min=1, rich_help_panel=SLURM_PANEL)] = None,
     sbatch_arg: Annotated[Optional[list[str]], typer.Option(
-        help="any other sbatch option, as one word: --sbatch-arg=--account=ml (repeatable)",
+        help="any other sbatch option(s), split as a shell would: --sbatch-arg='--account=ml --qos=high' "
+             "(repeatable)",
         rich_help_panel=SLURM_PANEL)] = None,
     checkpoint: Annotated[Optional[list[str]], typer.Option(
         help="MODEL=FOLDER: run that LLM with the weights of a local Hugging Face checkpoint folder")] = None,
 ) -> None:
     """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
-    (twice: at once); running the same command again resumes. Exit code: 0 every job ended ok or unsupported, 3 some
-    did not (failed, crashed, oom, timeout), 130 interrupted, 2 a mistake in the command, 1 the environment failed."""
+    (twice: at once); running the same command again resumes. Exit codes: mlcbench --help."""
     if runtime is Runtime.slurm:
         if gpu is None or gpus is not None:
             raise UsageError("--runtime slurm: name the nodes' GPU with --gpu TAG (cpu for CPU nodes) and ask Slurm "
@@ -114,17 +130,23 @@ def sweep(
                                        batch_sizes=_batch_sizes(batch_size)),
         rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
     )
-    for name in options.env_names:
-        load_env(name)
+    envs = [load_env(name) for name in options.env_names]
     sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fail before the store is touched
     writable_folder(workdir, "--workdir")
     writable_folder(cache_dir, "--cache-dir")
+    # what would fail every job is found out before a job runs or a row is stored
+    if runtime is Runtime.local:
+        if any(spec.runtime == "docker" for spec in envs):
+            connect()
+        for spec in envs:
+            usable_folder(cache_dir / spec.name, "--cache-dir")
     store = Store(db)
+    store.check_writable()
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{target.tag}[/] ({target.device}), "
                   f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
     if runtime is Runtime.slurm:
         sbatch = SbatchOptions(partition=partition, gres=gres, time=time_limit, cpus_per_task=cpus_per_task,
-                              array_parallelism=array_parallelism, extra=tuple(sbatch_arg or ()))
+                              array_parallelism=array_parallelism, extra=_sbatch_args(sbatch_arg))
         submit_sweep(options, store, sbatch, force_gpu_tag)
         return
     stop = StopRequest()
@@ -156,6 +178,20 @@ def writable_folder(path: Path, option: str) -> None:
         raise UsageError(f"{option} {path}: {existing} is a file, not a folder; choose a folder")
     if not os.access(existing, os.W_OK):
         raise UsageError(f"{option} {path}: {existing} cannot be written; choose a folder you can write to")
+
+
+def usable_folder(path: Path, option: str) -> None:
+    """Made, as a run would make it, and written once: a folder that writable_folder lets through may still refuse (a
+    pseudo or read-only filesystem, a full disk), which would make every job crash."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        reason = f"{option} {path.parent}: cannot be used ({error.strerror or error}: {error.filename or path})"
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            raise EnvironmentFailure(f"{reason}; free space, then run the same command again") from None
+        raise UsageError(f"{reason}; choose a folder you can write to") from None
 
 
 def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:

@@ -24,7 +24,7 @@ F = TypeVar("F", bound=Callable)
 
 def exits_cleanly(command: F) -> F:
     """A UsageError becomes 'error: ...' on stderr and exit code 2; a failure of the machine (EnvironmentFailure, a
-    file that cannot be written) the same with exit code 1."""
+    file that cannot be written) the same with exit code 1; Ctrl-C 'interrupted' and exit code 130."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -36,6 +36,9 @@ def exits_cleanly(command: F) -> F:
         except EnvironmentFailure as error:
             print(f"error: {error}", file=sys.stderr)
             raise typer.Exit(ExitCode.ENVIRONMENT) from None
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
         except OSError as error:
             where = f": {error.filename}" if error.filename else ""
             print(f"error: {error.strerror or error}{where}; free space or choose another place, then run the same "

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from mlcbench.orchestrator.cli.console import console, exits_cleanly
 from mlcbench.orchestrator.envs import env_names, load_env
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, build_image, connect, find_image
 from mlcbench.schema import EnvSpec
 
@@ -59,7 +59,7 @@ def _detected_compute_capability() -> Optional[str]:
 def _client_or_none() -> Optional[docker.DockerClient]:
     try:
         return connect()
-    except UsageError:
+    except EnvironmentFailure:
         return None
 
 

@@ -14,7 +14,7 @@ import docker.errors
 from rich.console import Console
 
 from mlcbench.orchestrator.envs import env_folder, files_hash
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.schema import EnvSpec
 
 IMAGE_REPOSITORY = "mlcbench"
@@ -47,13 +47,15 @@ class EnvImage:
 
 
 def connect(base_url: Optional[str] = None) -> docker.DockerClient:
-    """A client of the local engine (DOCKER_HOST, else the default socket), or a UsageError saying how to start one."""
+    """A client of the local engine (DOCKER_HOST, else the default socket), or an EnvironmentFailure saying how to
+    start one."""
     try:
         client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
         client.ping()
     except docker.errors.DockerException as error:
-        raise UsageError(f"no Docker engine answers ({_first_line(error)}); start it (e.g. `sudo systemctl start "
-                         f"docker`, or .ci/docker-setup.sh), or use the local env (--env local)") from None
+        raise EnvironmentFailure(f"no Docker engine answers ({_first_line(error)}); start it (e.g. `sudo systemctl "
+                                 f"start docker`, or .ci/docker-setup.sh), or use the local env (--env local)") \
+            from None
     return client
 
 

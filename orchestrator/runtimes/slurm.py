@@ -18,16 +18,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.envs import config_key, load_env
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target
 from mlcbench.orchestrator.planner import EnvPlan, is_final, is_partial
 from mlcbench.orchestrator.runtimes.base import StopRequest
-from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.store import Store, safe_url
 from mlcbench.schema import GPUS, EnvSpec, GpuInfo, JobSpec, Result, Suite
 
 PLAN_FILE = "plan.json"
@@ -86,6 +87,13 @@ def load_plan(path: Path) -> ArrayPlan:
         return ArrayPlan.model_validate_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"no Slurm sweep plan at {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read the Slurm sweep plan {path}: {error}") from None
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UsageError(f"the Slurm sweep plan {path} is damaged ({error.error_count()} error(s), first: "
+                         f"{where + ': ' if where else ''}{first['msg']}); submit the sweep again") from None
 
 
 def _write_plan(path: Path, plan: ArrayPlan) -> None:
@@ -108,7 +116,12 @@ def catalog_target(tag: str) -> Target:
 
 
 def refuse_sqlite(url: str) -> None:
-    if make_url(url).get_backend_name() == "sqlite":
+    try:
+        backend = make_url(url).get_backend_name()
+    except (ArgumentError, ValueError):
+        raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL (e.g. "
+                         f"postgresql+psycopg://USER:PASSWORD@HOST/DATABASE)") from None
+    if backend == "sqlite":
         raise UsageError("--runtime slurm needs a store that every node reaches, not a SQLite file: pass "
                          "--db postgresql+psycopg://USER:PASSWORD@HOST/DATABASE")
 
@@ -121,23 +134,30 @@ def task_command(path: Path) -> list[str]:
 def submit(options: sweeping.SweepOptions, store: Store, sbatch: SbatchOptions, force_gpu_tag: bool = False,
            listener: Optional[sweeping.SweepListener] = None,
            command: Callable[[Path], list[str]] = task_command) -> tuple[ArrayPlan, sweeping.SweepReport]:
-    """Plan the sweep, store what cannot run, hand the rest to Slurm as one array. Returns the plan (no tasks and no
-    array when nothing is left to run) and what was stored."""
+    """Plan the sweep, hand what can run to Slurm as one array, then store what cannot (a refused submission stores
+    nothing). Returns the plan (no tasks and no array when nothing is left to run) and what was stored."""
     refuse_sqlite(store.url)
     if shutil.which("sbatch") is None:
         raise UsageError("--runtime slurm: no sbatch on PATH; submit from a host of the Slurm cluster")
     _refuse_overlap(options)
     planned = sweeping.plan(options, store)
-    # the unsupported jobs are stored here, through the one sweep code path; the rest becomes array tasks
-    report = sweeping.run(options, store, listener, plans=[replace(p, to_run=[]) for p in planned])
     tasks_at_once = sbatch.array_parallelism or DEFAULT_TASKS_AT_ONCE
     tasks = [ArrayTask(env=p.env.name, jobs=unit) for p in planned
              for unit in sweeping.work_units(_isolates_groups(p.env), p.to_run, tasks_at_once)]
     plan = ArrayPlan(sweep_id=options.sweep_id, store_url=store.url, suite=options.suite, gpu_tag=options.target.tag,
                      force_gpu_tag=force_gpu_tag, rerun=options.rerun, cache_dir=options.cache_dir.resolve(),
                      tasks=tasks)
-    if not tasks:
-        return plan, report
+    if tasks:
+        plan = _submit(plan, options, sbatch, command)
+    # the unsupported jobs are stored through the one sweep code path, once Slurm has taken the rest
+    report = sweeping.run(options, store, listener, plans=[replace(p, to_run=[]) for p in planned])
+    return plan, report
+
+
+def _submit(plan: ArrayPlan, options: sweeping.SweepOptions, sbatch: SbatchOptions,
+            command: Callable[[Path], list[str]]) -> ArrayPlan:
+    """The plan written where the tasks read it, handed to sbatch; returned with its array's job id."""
+    tasks = plan.tasks
     path = plan_file(options.workdir, options.sweep_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_plan(path, plan)
@@ -146,12 +166,12 @@ def submit(options: sweeping.SweepOptions, store: Store, sbatch: SbatchOptions, 
         submitted = _slurm(["sbatch", "--parsable", f"--array={array}", f"--job-name={JOB_NAME}",
                             f"--output={path.parent / 'task-%a.log'}", f"--chdir={Path.cwd()}", *sbatch.args(),
                             "--wrap", shlex.join(["exec", *command(path)])])
-    except UsageError:
-        path.unlink()
+    except (UsageError, EnvironmentFailure):
+        shutil.rmtree(path.parent)  # this sweep's own folder, made above: a refused submission leaves nothing
         raise
     plan = plan.model_copy(update={"array_job_id": submitted.strip().split(";")[0]})
     _write_plan(path, plan)
-    return plan, report
+    return plan
 
 
 def _refuse_overlap(options: sweeping.SweepOptions) -> None:
@@ -177,14 +197,15 @@ def _isolates_groups(env: EnvSpec) -> bool:
 
 
 def _slurm(command: list[str]) -> str:
-    """A Slurm command's stdout; what it said as a UsageError when it fails."""
+    """A Slurm command's stdout; all it said, on one line, as a UsageError when it refuses, an EnvironmentFailure when
+    it does not answer."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=SLURM_COMMAND_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise UsageError(f"{command[0]} did not answer: {error}") from None
+        raise EnvironmentFailure(f"{command[0]} did not answer: {error}") from None
     if done.returncode != 0:
-        said = (done.stderr.strip() or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
-        raise UsageError(f"{command[0]} failed: {said}")
+        said = " / ".join(line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip())
+        raise UsageError(f"{command[0]} refused (exit code {done.returncode}): {said or 'it said nothing'}")
     return done.stdout
 
 

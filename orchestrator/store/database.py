@@ -26,7 +26,7 @@ from sqlalchemy.pool import NullPool
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.store.redaction import mask, mask_url, url_secrets
-from mlcbench.schema import FINAL_STATUSES, Calibration, Result
+from mlcbench.schema import FINAL_STATUSES, Calibration, JobSpec, Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -107,6 +107,8 @@ def _columns(result: Result) -> dict:
 
 
 Filter = Optional[Iterable[str] | str]
+# what Store.check_writable writes, and takes back
+_PROBE_JOB = JobSpec(model="matmul-small", workflow="eager", precision="fp32", batch_size=1, device="cpu")
 
 
 def _calibration_row(calibration: Calibration) -> CalibrationRow:
@@ -133,6 +135,21 @@ class Store:
                                      f"{failure(error, url)}; run the command again") from None
         # row id -> why its stored result could not be read: rows the reads so far skipped
         self.unreadable: dict[int, str] = {}
+
+    def check_writable(self) -> None:
+        """An EnvironmentFailure unless a result and a calibration could be written now (a read-only user, a full
+        disk, a lock that never ends): found out before any job runs, then rolled back."""
+        probe = Result.without_run(_PROBE_JOB, "unsupported", "write probe, rolled back")
+        try:
+            with Session(self.engine) as session, session.begin():
+                session.add(ResultRow(**_columns(probe)))
+                session.add(CalibrationRow(calibration_json="{}"))
+                session.flush()
+                session.rollback()
+        except DBAPIError as error:
+            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error, self.url)}; "
+                                     f"nothing was run; mend it (a user without INSERT rights, a full disk) or choose another --db") \
+                from None
 
     def put(self, result: Result, sweep_id: Optional[str] = None) -> None:
         """Add one attempt at its cell; the cell's earlier attempts stay."""

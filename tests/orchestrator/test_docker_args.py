@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, load_env
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, build_args, connect, image_tag
 from mlcbench.orchestrator.runtimes.base import WorkerFiles
 from mlcbench.orchestrator.runtimes.docker import CODE_ROOT, checkpoint_folders, container_options
@@ -187,6 +187,6 @@ def test_missing_ca_bundle_is_a_usage_error(envs_copy, tmp_path):
         image_tag(load_env("cpu"), BuildOptions(ca_bundle=tmp_path / "missing.pem"))
 
 
-def test_engine_not_running_is_a_usage_error(tmp_path):
-    with pytest.raises(UsageError, match=r"no Docker engine answers .*start it"):
+def test_engine_not_running_is_an_environment_failure(tmp_path):
+    with pytest.raises(EnvironmentFailure, match=r"no Docker engine answers .*start it"):
         connect(f"unix://{tmp_path}/no-such-docker.sock")
