@@ -107,7 +107,7 @@ def test_a_select_only_postgres_user_is_found_out_before_any_job_runs(tmp_path, 
         admin.dispose()
 
 
-@pytest.mark.parametrize("after_s", [0.3, 0.8, 1.5])
+@pytest.mark.parametrize("after_s", [0.3, 0.8, 1.3, 1.8, 2.3])
 def test_ctrl_c_at_any_moment_of_a_command_is_exit_130_without_a_traceback(tmp_path, after_s):
     store = tmp_path / "store.db"
     Store(f"sqlite:///{store}").engine.dispose()
