@@ -7,7 +7,7 @@ from typing import Mapping, Optional, Sequence
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.suites import SUITES
-from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, Result, Suite, why_not_run
+from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, ProcessTiming, Result, Suite, why_not_run
 
 
 @dataclass
@@ -24,7 +24,7 @@ class EnvPlan:
     def processes_due(self, job: JobSpec) -> int:
         """The worker processes the job's cell still needs at the least."""
         resumed = self.resumed.get(job.job_id)
-        return job.repetition.processes - (processes_measured(resumed) if resumed is not None else 0)
+        return processes_due(job, stored_processes(resumed) if resumed is not None else [])
 
 
 @dataclass(frozen=True)
@@ -86,22 +86,32 @@ def is_final(result: Optional[Result], config_key: str) -> bool:
 
 
 def measured_in_full(result: Result) -> bool:
-    """Every process its repetition asks for ran, or one was lost (which ends a cell): not a cell a stopped sweep
-    stored with what it had measured so far."""
+    """Its processes are all there: not a cell that a stopped sweep stored with what it had measured so far, or one
+    that lost a process (a crash after others ran: the next sweep tops it up)."""
     latency = result.metrics.latency
-    if latency is None or not latency.processes or latency.lost_processes:
+    if latency is None or not latency.processes:
         return True
-    return processes_measured(result) >= result.job.repetition.processes
+    return processes_due(result.job, stored_processes(result)) == 0
 
 
 def is_partial(result: Optional[Result]) -> bool:
-    """An ok cell that a stopped sweep stored short of its processes: the next sweep goes on from it."""
+    """An ok cell short of its processes: the next sweep goes on from it."""
     return result is not None and result.status == "ok" and not measured_in_full(result)
 
 
-def processes_measured(result: Result) -> int:
+def stored_processes(result: Result) -> list[ProcessTiming]:
+    """Every ok process of a stored cell, in both series."""
     latency = result.metrics.latency
-    return len(latency.processes) if latency is not None and latency.processes else 1
+    return [*latency.processes, *latency.other_series] if latency is not None else []
+
+
+def processes_due(job: JobSpec, processes: Sequence[ProcessTiming]) -> int:
+    """The worker processes a cell still needs: a fixed count per suite (job.repetition.processes) of one program,
+    decided before any is timed (stopping when the interval happens to look tight would bias it). The program is the
+    warm one (processes that found their compiled graphs in the cache, or compiled nothing), or the cold one where
+    the processes keep compiling into an empty cache: a cell's first, cold, process comes on top of the count."""
+    cold = sum(process.compile_cache == "cold" for process in processes)
+    return max(0, job.repetition.processes - max(cold, len(processes) - cold))
 
 
 def _has(jobs: list[JobSpec], attribute: str, value: object) -> bool:

@@ -6,6 +6,10 @@ the geometric mean of its process medians, and its 95 % interval is Student's t 
 exact for log-normal process medians, and honest with the 3-5 processes a sweep affords, where a bootstrap over
 processes covers far less than 95 % (with 3 processes it cannot reach beyond the extreme medians). A speedup's interval
 is Welch's t over the same logarithms of both cells.
+
+One program per cell: a process that compiled into an empty cache (cold) may run another program than one that loaded
+the compiled graphs from the cache (warm; e.g. without CUDA graphs), so a cell's figure comes from its warm processes,
+and the cold ones join it only where a two-sample test on the log process medians finds no difference at ALPHA.
 """
 
 import math
@@ -15,9 +19,11 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import stats
 
-from mlcbench.schema import ProcessTiming, Repetition, Timing
+from mlcbench.schema import CompileCost, Correctness, ProcessTiming, Timing
 
 CONFIDENCE = 0.95
+# the test that lets a cell's cold processes join its warm series: pooled unless it rejects "same program" at 5 %
+ALPHA = 0.05
 
 
 def _log_medians(processes: Sequence[ProcessTiming]) -> np.ndarray:
@@ -28,18 +34,27 @@ def _t(df: float) -> float:
     return float(stats.t.ppf(0.5 + CONFIDENCE / 2, df))
 
 
+def _center_and_interval(values: Sequence[float]) -> tuple[float, Optional[float], Optional[float]]:
+    """The geometric mean of per-process values and its 95 % interval (t over their logarithms; none for one)."""
+    logs = np.log(np.asarray(values, dtype=float))
+    center = float(np.exp(logs.mean()))
+    if logs.size < 2:
+        return center, None, None
+    half = _t(logs.size - 1) * float(np.std(logs, ddof=1)) / math.sqrt(logs.size)
+    return center, center * math.exp(-half), center * math.exp(half)
+
+
 def combine(processes: Sequence[ProcessTiming], method: str, target: float) -> Timing:
-    """One Timing over every process's calls; converged when the interval's upper end is within `target` (relative)
-    of the figure."""
+    """One Timing over every process's calls (whatever their series: see combine_cell); converged when the interval's
+    upper end is within `target` (relative) of the figure. Device time and per-step time are combined over the
+    processes that carry them, as the calls are."""
     logs = _log_medians(processes)
     calls = np.concatenate([np.asarray(process.samples_ms, dtype=float) for process in processes])
     # pooled within-process spread: one process's outlier call shows, the distance between processes does not
     within = math.sqrt(float(np.mean([np.var(process.samples_ms) for process in processes])))
-    center = float(np.exp(logs.mean()))
-    low = high = between = None
+    center, low, high = _center_and_interval(np.exp(logs))
+    between = None
     if len(logs) > 1:
-        half = _t(len(logs) - 1) * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
-        low, high = center * math.exp(-half), center * math.exp(half)
         medians = np.exp(logs)
         between = float(np.std(medians, ddof=1) / medians.mean())
     return Timing(
@@ -48,18 +63,88 @@ def combine(processes: Sequence[ProcessTiming], method: str, target: float) -> T
         method=method, processes=list(processes), cv_between=between, ci_low_ms=low, ci_high_ms=high,
         interval="t_log_process_medians" if low is not None else None,
         converged=high is not None and high / center - 1 <= target,
+        **_device_time(processes), **_step_time(processes),
     )
 
 
-def wants_another_process(timing: Optional[Timing], repetition: Repetition, spent_s: float) -> bool:
-    """The adaptive rule: at least `processes`, then more while the interval is wider than the target, up to
-    `max_processes` or `max_s` seconds of the cell's worker time."""
-    done = len(timing.processes) if timing else 0
-    if done < repetition.processes:
-        return True
-    if timing is None or timing.converged or done >= repetition.max_processes:
+def _device_time(processes: Sequence[ProcessTiming]) -> dict:
+    """Timing.device_*: over the processes that timed the device with the first such process's method."""
+    timed = [process for process in processes if process.device_samples_ms]
+    if not timed:
+        return {}
+    method = timed[0].device_method
+    center, low, high = _center_and_interval([float(np.median(process.device_samples_ms)) for process in timed
+                                              if process.device_method == method])
+    return dict(device_median_ms=center, device_ci_low_ms=low, device_ci_high_ms=high, device_method=method)
+
+
+def _step_time(processes: Sequence[ProcessTiming]) -> dict:
+    steps = [process.step_ms for process in processes if process.step_ms is not None and process.step_ms > 0]
+    if not steps:
+        return {}
+    center, low, high = _center_and_interval(steps)
+    return dict(step_median_ms=center, step_ci_low_ms=low, step_ci_high_ms=high)
+
+
+def same_program(cold: Sequence[ProcessTiming], warm: Sequence[ProcessTiming]) -> bool:
+    """Whether a two-sample test on the log process medians finds no difference between cold and warm processes at
+    ALPHA: Welch's t where both sides have two processes or more; where one side has a single process, Student's t of
+    that process against the other side's prediction interval (the other side's variance); with one process a side
+    there is no spread to judge by, and the two are not pooled."""
+    a, b = _log_medians(cold), _log_medians(warm)
+    if a.size < 2 and b.size < 2:
         return False
-    return spent_s < repetition.max_s
+    if a.size >= 2 and b.size >= 2:
+        spread = float(np.var(a, ddof=1)) / a.size + float(np.var(b, ddof=1)) / b.size
+        if spread == 0:
+            return bool(np.isclose(a.mean(), b.mean()))
+        p_value = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    else:
+        single, sample = (a, b) if a.size == 1 else (b, a)
+        spread = float(np.std(sample, ddof=1))
+        if spread == 0:
+            return bool(np.isclose(single[0], sample.mean()))
+        t = (single[0] - sample.mean()) / (spread * math.sqrt(1 + 1 / sample.size))
+        p_value = 2 * float(stats.t.sf(abs(t), sample.size - 1))
+    return p_value >= ALPHA
+
+
+def combine_cell(processes: Sequence[ProcessTiming], method: str, target: float) -> Timing:
+    """A cell's Timing, one program per figure: its warm processes (those that did not compile into an empty cache),
+    with the cold ones where same_program finds no difference ("pooled"), else the cold ones set aside in
+    `other_series`; its cold processes where no warm one ran. A cell whose processes compiled nothing has no series."""
+    cold = [process for process in processes if process.compile_cache == "cold"]
+    warm = [process for process in processes if process.compile_cache != "cold"]
+    other: list[ProcessTiming] = []
+    if cold and warm:
+        if same_program(cold, warm):
+            series, figure = "pooled", list(processes)
+        else:
+            series, figure, other = "warm", warm, cold
+    elif cold:
+        series, figure = "cold", cold
+    else:
+        series = "warm" if any(process.compile_cache == "warm" for process in warm) else None
+        figure = warm
+    return combine(figure, method, target).model_copy(update={"series": series, "other_series": other})
+
+
+def compile_cost(processes: Sequence[ProcessTiming], cache: str) -> Optional[CompileCost]:
+    """What preparing the cell cost in its processes that compiled `cache` ("cold" or "warm")."""
+    seconds = [process.compile_s for process in processes
+               if process.compile_cache == cache and process.compile_s is not None]
+    if not seconds:
+        return None
+    return CompileCost(median_s=float(np.median(seconds)), min_s=min(seconds), max_s=max(seconds), n=len(seconds))
+
+
+def combine_checks(checks: Sequence[Correctness]) -> Correctness:
+    """A cell's correctness from its processes' own checks: it fails when one process failed; the figures shown are
+    the worst process's (a failed one's first)."""
+    failed = [check for check in checks if not check.passed]
+    worst = max(failed or checks, key=lambda check: check.rel_l2_error if check.rel_l2_error is not None else -1.0)
+    return worst.model_copy(update={"passed": not failed, "processes_checked": len(checks),
+                                    "processes_failed": len(failed)})
 
 
 @dataclass(frozen=True)

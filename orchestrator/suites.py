@@ -14,11 +14,12 @@ CROSSGEN_LLM_WORKFLOWS = ["eager", "torch_compile_static", "torch_compile_decode
 def _both_half_precisions(**entry) -> list[SuiteEntry]:
     return [SuiteEntry(precision=precision, **entry) for precision in ("fp16", "bf16")]
 
-# a CPU's timings vary too much to converge: the minimum of 3 processes, no more
-SMOKE_REPETITION = Repetition(processes=3, max_processes=3)
-# how the trust suite measures a cell: sub-millisecond FFN calls in up to 5 processes, whole LLM generate() calls
-# in 3 (crossgen times its FFN cells the same way, so that a crossgen sweep into a trust store reuses them)
-FFN_TIMING = dict(warmup=10, repeats=30, repetition=Repetition(processes=3, max_processes=5, max_s=60), timeout_s=600)
+# a fresh worker process per cell costs seconds of start-up on a CPU (importing torch): one process a cell keeps
+# `make sweep` within minutes on 2 cores (no interval; a CPU's timings vary too much to decide anything anyway)
+SMOKE_REPETITION = Repetition(processes=1)
+# how the trust suite measures a cell: sub-millisecond FFN calls in 5 processes, whole LLM generate() calls in 3
+# (crossgen times its FFN cells the same way, so that a crossgen sweep into a trust store reuses them)
+FFN_TIMING = dict(warmup=10, repeats=30, repetition=Repetition(processes=5), timeout_s=600)
 LLM_TIMING = dict(warmup=0, repeats=2, repetition=Repetition(processes=3, max_processes=3), timeout_s=900)
 # the ort suite establishes what runs and the host-copy effect (10x and more), in one process per cell: it has to
 # fit in minutes of GPU time, exports included
@@ -51,7 +52,7 @@ SUITES: dict[str, Suite] = {
     ),
     "smoke": Suite(
         name="smoke",
-        description="the paper's kinds of model scaled down, each cell in 3 worker processes, so that a whole sweep "
+        description="the paper's kinds of model scaled down, each cell in one fresh worker process, so that a whole sweep "
                     "ends in minutes on 2 CPU cores",
         entries=[
             SuiteEntry(models=[f"{arch}-small" for arch in SYNTHETIC_ARCHS],
@@ -68,7 +69,7 @@ SUITES: dict[str, Suite] = {
     "trust": Suite(
         name="trust",
         description="how far two sweeps of the same cells agree: eager, torch_compile and torch_compile_static on "
-                    "both LLMs and the FFNs at both dims, batch 1 and 64, each cell in 3-5 worker processes "
+                    "both LLMs and the FFNs at both dims, batch 1 and 64, each cell in 3 or 5 worker processes "
                     "(LLMs: 3, 2 timed generate calls each); sweep it into two stores, then compare them",
         entries=[
             SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 64], **FFN_TIMING),

@@ -10,19 +10,20 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Literal, Optional
 
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env, processes_measured
+from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env, processes_due, stored_processes
 from mlcbench.orchestrator.runtimes.base import Runtime, StopRequest
 from mlcbench.orchestrator.runtimes.follower import run_jobs
-from mlcbench.orchestrator.store import Store, record
+from mlcbench.orchestrator.store import Store, provenance, record
 from mlcbench.orchestrator import stats
-from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite, Timing
+from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, new_sweep_id
 
 JOIN_POLL_S = 0.2
+WorkerScope = Literal["cell", "round"]
 
 
 @dataclass
@@ -40,6 +41,9 @@ class SweepOptions:
     sweep_id: str = field(default_factory=new_sweep_id)
     # seeds the order of the cells in each round (stored with every result)
     order_seed: int = field(default_factory=lambda: random.randrange(1 << 31))
+    # cell: a fresh worker process for every process of every cell (as DESIGN.md says); round: one worker process runs
+    # its share of a round's cells one after another (fewer start-ups). Stored in each result's provenance.
+    worker_scope: WorkerScope = "cell"
 
 
 @dataclass
@@ -60,7 +64,12 @@ class SweepListener:
     def round_started(self, index: int, cells: int) -> None: ...
 
     def process_done(self, result: Result) -> None:
-        """One worker process's result for a cell (a cell's Result is stored after its last process: job_done)."""
+        """One worker process's result for a cell (stored at once; job_done when the cell has all its processes)."""
+
+    def due_changed(self, processes: int) -> None:
+        """The worker processes still to run changed by this many beyond the one that just ended: a cell that ended
+        after a failed process needs none of its remaining ones (negative), a cell whose first process compiled into
+        an empty cache needs one more (its count is of one program: stats.combine_cell)."""
 
     def job_done(self, result: Result) -> None: ...
 
@@ -89,12 +98,12 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     # progress is counted in worker processes: each cell's minimum, and one for each result stored without one
     listener.planned(sum(p.processes_due(job) for p in plans for job in p.to_run)
                      + sum(len(p.unsupported) for p in plans), report.skipped)
-    writer = _ResultWriter(store, report, listener, options.sweep_id, {p.env.name: p.config_key for p in plans})
+    writer = _ResultWriter(store, report, options.sweep_id, {p.env.name: p.config_key for p in plans})
     for env_plan in plans:
         env = env_plan.env
         for result in env_plan.unsupported:
             listener.process_done(result)
-            writer.put(result, env.name, options.target.tag, None)
+            listener.job_done(writer.put(result, env.name, options.target.tag, None))
         if not env_plan.to_run or stop.requested:
             continue
         _run_env(env, env_plan, options, runtime_factory, writer, listener, stop,
@@ -106,12 +115,12 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
 class _ResultWriter:
     """Stores results from every worker thread, one at a time (a transaction each), in the order they arrive."""
 
-    def __init__(self, store: Store, report: SweepReport, listener: SweepListener, sweep_id: str,
-                 config_keys: dict[str, str]):
-        self._store, self._report, self._listener, self._sweep_id = store, report, listener, sweep_id
+    def __init__(self, store: Store, report: SweepReport, sweep_id: str, config_keys: dict[str, str]):
+        self._store, self._report, self._sweep_id = store, report, sweep_id
         self._config_keys = config_keys
         self.lock = threading.RLock()
         self._calibrated: set[str] = set()  # GPU UUIDs ("cpu") whose ceilings this sweep has measured
+        self._reported: dict[int, int] = {}  # store row -> its place in report.stored
 
     def claim_calibration(self, gpu: Optional[GpuInfo]) -> bool:
         """True once per GPU per sweep: the caller measures that GPU's ceilings."""
@@ -127,32 +136,43 @@ class _ResultWriter:
             self._store.put_calibration(calibration.model_copy(update={
                 "env": env, "gpu_tag": gpu_tag, "sweep_id": self._sweep_id}))
 
-    def put(self, result: Result, env: str, gpu_tag: str, image_digest: Optional[str]) -> None:
+    def put(self, result: Result, env: str, gpu_tag: str, image_digest: Optional[str],
+            cell: Optional["_Cell"] = None) -> Result:
+        """Store a result; a cell's attempt as a new row, then over that row as it grows by a process."""
         with self.lock:
-            stored = record(self._store, result, env, gpu_tag, image_digest, self._sweep_id, self._config_keys[env])
-            self._report.stored.append(stored)
-            self._listener.job_done(stored)
-
-    def started(self, job: JobSpec) -> None:
-        with self.lock:
-            self._listener.job_started(job)
-
+            stored, row = record(self._store, result, env, gpu_tag, image_digest, self._sweep_id,
+                                 self._config_keys[env], cell.attempt if cell is not None else None)
+            if cell is not None:
+                cell.attempt = row
+            if row in self._reported:
+                self._report.stored[self._reported[row]] = stored
+            else:
+                self._reported[row] = len(self._report.stored)
+                self._report.stored.append(stored)
+            return stored
 
 def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
              writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> None:
-    """The cells of one env in rounds: each round runs every cell that wants another process once, in a fresh worker,
-    the cells in an order shuffled per round, so that drift (clocks, heat, the host) hits every workflow alike. One
-    worker thread per GPU (one in all on a CPU), each with its own runtime, takes work units from a queue. A cell an
-    earlier, stopped sweep left short of its processes starts from the processes it stored."""
+    """The cells of one env in rounds: each round runs every cell that wants another process once, the cells in an
+    order shuffled per round, so that drift (clocks, heat, the host) hits every workflow alike; each process is a
+    fresh worker (worker_scope "cell"), or a worker runs its share of the round (worker_scope "round"). One worker
+    thread per GPU (one in all on a CPU), each with its own runtime; a cell stays on the GPU that ran its first
+    process (a cell never mixes GPUs). A cell an earlier, stopped sweep left short of its processes starts from the
+    processes it stored. Every process's result is stored as it arrives: a killed sweep loses only those in
+    flight."""
     runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
     try:
         for gpu in options.target.gpus or (None,):
             runtimes.append((gpu, runtime_factory(env, options, gpu)))
         digests = {id(runtime): runtime.image_digest() for _, runtime in runtimes}
-        cells = {job.job_id: _Cell(job, options.order_seed, env_plan.resumed.get(job.job_id))
-                 for job in env_plan.to_run}
+        git_rev = provenance.git_revision()
+        cells = {job.job_id: _Cell(job, options.order_seed, options.worker_scope, git_rev,
+                                   env_plan.resumed.get(job.job_id)) for job in env_plan.to_run}
+        for cell in cells.values():
+            cell.runtime = next((index for index, (gpu, _) in enumerate(runtimes)
+                                 if gpu is not None and gpu.uuid == cell.resumed_gpu_uuid), None)
         for round_index in itertools.count():
-            due = [cell.job for cell in cells.values() if cell.wants_process()]
+            due = [cell.job for cell in cells.values() if cell.due()]
             if not due or stop.requested:
                 break
             order = list(due)
@@ -160,46 +180,82 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
             positions = {job.job_id: position for position, job in enumerate(order)}
             listener.round_started(round_index, len(order))
 
-            def on_result(result: Result, gpu: Optional[GpuInfo], runtime: Runtime) -> None:
+            def on_result(result: Result, runtime_index: int) -> None:
                 cell = cells[result.job_id]
+                gpu, runtime = runtimes[runtime_index]
                 with writer.lock:
                     listener.process_done(result)
-                    cell.add(_on_gpu(result, gpu), round_index, positions[result.job_id], digests[id(runtime)])
-                    done = not cell.wants_process()
-                if done:
-                    writer.put(cell.result(), env.name, options.target.tag, cell.digest)
+                    due_before = cell.due()
+                    cell.runtime = runtime_index
+                    attempt = cell.add(_on_gpu(result, gpu), round_index, positions[result.job_id],
+                                       digests[id(runtime)])
+                    stored = writer.put(attempt, env.name, options.target.tag, cell.digest, cell)
+                    listener.due_changed(cell.due() - (due_before - 1))
+                    listener.job_done(stored)
 
             def calibrator(gpu: Optional[GpuInfo]) -> Optional[Callable[[Calibration], None]]:
                 if not writer.claim_calibration(gpu):
                     return None
                 return lambda calibration: writer.put_calibration(calibration, env.name, options.target.tag)
 
-            units = work_units(runtimes[0][1].isolate_groups, order, len(runtimes))
-            _run_units(runtimes, units, on_result, calibrator, writer.started, stop,
+            isolate = runtimes[0][1].isolate_groups
+            pinned = [[job for job in order if cells[job.job_id].runtime == index] for index in range(len(runtimes))]
+            shared = [job for job in order if cells[job.job_id].runtime is None]
+            units = _Units([_units(options.worker_scope, isolate, jobs, 1) for jobs in pinned],
+                           _units(options.worker_scope, isolate, shared, len(runtimes)))
+            _run_units(runtimes, units, on_result, calibrator, lambda job: _started(writer, listener, job), stop,
                        workdir / f"round-{round_index:02d}")
-        # a stopped sweep keeps what it measured: a cell short of its processes is stored as it stands (its interval
-        # wider, or none), and the next sweep adds the processes it lacks (planner.measured_in_full)
-        for cell in cells.values():
-            if not cell.stored and (cell.ok or cell.lost is not None):
-                writer.put(cell.result(), env.name, options.target.tag, cell.digest)
     finally:
         for _, runtime in runtimes:
             runtime.close()
 
 
-def _run_units(runtimes: list[tuple[Optional[GpuInfo], Runtime]], units: list[list[JobSpec]],
-               on_result: Callable[[Result, Optional[GpuInfo], Runtime], None], calibrator: Calibrator,
+def _started(writer: _ResultWriter, listener: SweepListener, job: JobSpec) -> None:
+    with writer.lock:
+        listener.job_started(job)
+
+
+def _units(scope: WorkerScope, isolate_groups: bool, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
+    """A round's jobs for one worker process each: one job (scope "cell", in the round's order), or a share of the
+    round (work_units)."""
+    if scope == "cell":
+        return [[job] for job in jobs]
+    return work_units(isolate_groups, jobs, workers)
+
+
+class _Units:
+    """The work units of a round: each worker thread takes those of the cells pinned to its GPU first, then any
+    cell's that no GPU has run yet."""
+
+    def __init__(self, pinned: list[list[list[JobSpec]]], shared: list[list[JobSpec]]):
+        self._queues = [queue.SimpleQueue() for _ in pinned]
+        self._shared: queue.SimpleQueue[tuple[int, list[JobSpec]]] = queue.SimpleQueue()
+        numbered = itertools.count()
+        for own, units in zip(self._queues, pinned):
+            for unit in units:
+                own.put((next(numbered), unit))
+        for unit in shared:
+            self._shared.put((next(numbered), unit))
+
+    def take(self, runtime_index: int) -> Optional[tuple[int, list[JobSpec]]]:
+        for source in (self._queues[runtime_index], self._shared):
+            try:
+                return source.get_nowait()
+            except queue.Empty:
+                continue
+        return None
+
+
+def _run_units(runtimes: list[tuple[Optional[GpuInfo], Runtime]], units: _Units,
+               on_result: Callable[[Result, int], None], calibrator: Calibrator,
                on_start: Callable[[JobSpec], None], stop: StopRequest, workdir: Path) -> None:
-    queued: queue.SimpleQueue[tuple[int, list[JobSpec]]] = queue.SimpleQueue()
-    for index, unit in enumerate(units):
-        queued.put((index, unit))
     threads: list[threading.Thread] = []
     errors: list[BaseException] = []
     try:
-        for gpu, runtime in runtimes:
+        for index, (gpu, runtime) in enumerate(runtimes):
             thread = threading.Thread(target=_worker_loop, name=f"worker-gpu{gpu.index if gpu else '-'}", daemon=True,
-                                      args=(gpu, runtime, queued, on_result, calibrator, on_start, stop, workdir,
-                                            errors))
+                                      args=(index, gpu, runtime, units, on_result, calibrator, on_start, stop,
+                                            workdir, errors))
             thread.start()
             threads.append(thread)
         for thread in threads:
@@ -214,17 +270,17 @@ def _run_units(runtimes: list[tuple[Optional[GpuInfo], Runtime]], units: list[li
         raise errors[0]
 
 
-def _worker_loop(gpu: Optional[GpuInfo], runtime: Runtime, units: "queue.SimpleQueue",
-                 on_result: Callable[[Result, Optional[GpuInfo], Runtime], None], calibrator: Calibrator,
+def _worker_loop(index: int, gpu: Optional[GpuInfo], runtime: Runtime, units: _Units,
+                 on_result: Callable[[Result, int], None], calibrator: Calibrator,
                  on_start: Callable[[JobSpec], None], stop: StopRequest, workdir: Path,
                  errors: list[BaseException]) -> None:
     try:
         while not stop.requested:
-            try:
-                index, unit = units.get_nowait()
-            except queue.Empty:
+            taken = units.take(index)
+            if taken is None:
                 return
-            run_jobs(runtime, unit, workdir / f"unit-{index:03d}", lambda result: on_result(result, gpu, runtime),
+            number, unit = taken
+            run_jobs(runtime, unit, workdir / f"unit-{number:03d}", lambda result: on_result(result, index),
                      stop=stop, on_start=on_start, on_calibration=calibrator(gpu))
     except BaseException as error:  # the main thread re-raises it; the other workers stop at once
         errors.append(error)
@@ -232,78 +288,94 @@ def _worker_loop(gpu: Optional[GpuInfo], runtime: Runtime, units: "queue.SimpleQ
 
 
 class _Cell:
-    """The processes of one cell so far, and the one Result they make."""
+    """One attempt at a cell: its processes so far (after those an earlier, stopped sweep stored, when it goes on from
+    them) and the one Result they make, stored after every process (`attempt`: its store row). A process on another
+    GPU, host, code revision or library versions than the attempt's starts a new attempt: a cell never mixes them."""
 
-    def __init__(self, job: JobSpec, order_seed: int, resumed: Optional[Result] = None):
-        self.job, self.order_seed = job, order_seed
-        self.ok: list[Result] = [resumed] if resumed is not None else []
-        self.lost: Optional[Result] = None  # the first process that did not end ok; no more processes after it
+    def __init__(self, job: JobSpec, order_seed: int, worker_scope: WorkerScope, git_rev: Optional[str],
+                 resumed: Optional[Result] = None):
+        self.job, self.order_seed, self.worker_scope, self.git_rev = job, order_seed, worker_scope, git_rev
         self.digest: Optional[str] = None
-        self.stored = False
+        self.runtime: Optional[int] = None  # the index of the runtime (GPU) that runs this cell's processes
+        gpu = resumed.provenance.gpu if resumed is not None else None
+        self.resumed_gpu_uuid = gpu.uuid if gpu is not None else None
+        self._begin(resumed)
 
-    def add(self, result: Result, round_index: int, position: int, digest: Optional[str]) -> None:
+    def _begin(self, resumed: Optional[Result]) -> None:
+        """A new attempt, going on from a stored one's processes where given."""
+        self.attempt: Optional[int] = None
+        # the Result whose figures and provenance the attempt carries: its first ok process's, or the resumed one
+        self.base = resumed
+        self.processes = stored_processes(resumed) if resumed is not None else []
+        latency = resumed.metrics.latency if resumed is not None else None
+        self.lost_before = latency.lost_processes if latency is not None else 0
+        self.lost: Optional[Result] = None  # the first process that did not end ok; no more processes after it
+        self.untimed = False  # an ok process without timed calls: nothing to repeat
+        self.clocks = list(resumed.provenance.clocks) if resumed is not None else []
+        self.ended_at = resumed.provenance.ended_at if resumed is not None else None
+
+    def due(self) -> int:
+        """Worker processes the cell still needs (planner.processes_due): none once one was lost."""
+        if self.lost is not None or self.untimed:
+            return 0
+        return processes_due(self.job, self.processes)
+
+    def add(self, result: Result, round_index: int, position: int, digest: Optional[str]) -> Result:
+        """Take one process's result; returns the attempt as it now stands."""
         self.digest = digest
         if result.status != "ok":
             self.lost = result
-            return
+            return self.result()
+        result = result.model_copy(update={"provenance": result.provenance.model_copy(update={
+            "git_rev": self.git_rev, "worker_scope": self.worker_scope})})
+        if self.base is not None and provenance.setup_change(self.base, result):
+            self._begin(None)
+        if self.base is None:
+            self.base = result
         latency = result.metrics.latency
-        if latency is not None:
-            placed = [process.model_copy(update={"round": round_index, "position": position,
-                                                 "compile_s": result.metrics.compile_s,
-                                                 "compile_cache": result.metrics.compile_cache})
-                      for process in latency.processes]
-            result = result.model_copy(update={"metrics": result.metrics.model_copy(update={
-                "latency": latency.model_copy(update={"processes": placed})})})
-        self.ok.append(result)
-
-    def _timing(self) -> Optional[Timing]:
-        processes = [process for result in self.ok if result.metrics.latency
-                     for process in result.metrics.latency.processes]
-        if not processes:
-            return None
-        return stats.combine(processes, self.ok[0].metrics.latency.method, self.job.repetition.target)
-
-    def wants_process(self) -> bool:
-        if self.stored or self.lost is not None:
-            return False
-        if self._processes() < self.job.repetition.processes:
-            return True
-        timing = self._timing()
-        return timing is not None and stats.wants_another_process(timing, self.job.repetition, self._spent_s())
-
-    def _processes(self) -> int:
-        return sum(processes_measured(result) for result in self.ok)
-
-    def _spent_s(self) -> float:
-        spans = [result.provenance.ended_at - result.provenance.started_at for result in self.ok
-                 if result.provenance.ended_at and result.provenance.started_at]
-        return sum(span.total_seconds() for span in spans)
+        if latency is None or not latency.processes:
+            self.untimed = True
+        else:
+            self.processes.extend(process.model_copy(update={
+                "round": round_index, "position": position, "compile_s": result.metrics.compile_s,
+                "compile_cache": result.metrics.compile_cache,
+                "correctness": process.correctness or result.correctness}) for process in latency.processes)
+        self.clocks.extend(result.provenance.clocks)
+        self.ended_at = result.provenance.ended_at
+        return self.result()
 
     def result(self) -> Result:
-        """The cell's Result: its first ok process with the timing of all of them (the figures scaled to the combined
-        median), or the failure when no process ended ok."""
-        self.stored = True
-        if not self.ok:
+        """The attempt's Result: its first ok process with the timing of all of them (the figures scaled to the
+        combined median), or the failure when no process ended ok."""
+        if self.base is None:
             return self.lost  # type: ignore[return-value]
-        first, timing = self.ok[0], self._timing()
-        metrics = first.metrics
-        if timing is not None and metrics.latency is not None:
-            lost = 1 if self.lost is not None else 0
-            timing = timing.model_copy(update={"lost_processes": lost})
+        base = self.base
+        metrics = base.metrics
+        if self.processes and metrics.latency is not None:
+            timing = stats.combine_cell(self.processes, metrics.latency.method, self.job.repetition.target)
+            timing = timing.model_copy(update={"lost_processes": self.lost_before + (self.lost is not None)})
             scale = metrics.latency.median_ms / timing.median_ms
             metrics = metrics.model_copy(update={
                 "latency": timing,
                 "tokens_per_s": metrics.tokens_per_s * scale if metrics.tokens_per_s is not None else None,
-                "tflops": metrics.tflops * scale if metrics.tflops is not None else None})
-        provenance = first.provenance.model_copy(update={
-            "ended_at": self.ok[-1].provenance.ended_at, "order_seed": self.order_seed,
-            "clocks": [reading for result in self.ok for reading in result.provenance.clocks]})
-        reason = first.reason
+                "tflops": metrics.tflops * scale if metrics.tflops is not None else None,
+                "compile_cold": stats.compile_cost(self.processes, "cold"),
+                "compile_warm": stats.compile_cost(self.processes, "warm")})
+        checks = [process.correctness for process in self.processes if process.correctness is not None]
+        correctness = stats.combine_checks(checks) if checks else base.correctness
+        reason = None
         if self.lost is not None:
-            kept = self._processes()
+            kept = len(self.processes)
             reason = (f"{kept} process(es) kept; process {kept + 1} ended {self.lost.status}: "
                       f"{self.lost.reason or 'no reason recorded'}")
-        return first.model_copy(update={"metrics": metrics, "provenance": provenance, "reason": reason})
+        elif correctness is not None and not correctness.passed:
+            reason = "correctness check failed against eager" + (
+                f" in {correctness.processes_failed} of {correctness.processes_checked} processes"
+                if correctness.processes_checked else "")
+        provenance_ = base.provenance.model_copy(update={
+            "ended_at": self.ended_at, "order_seed": self.order_seed, "clocks": self.clocks})
+        return base.model_copy(update={"metrics": metrics, "correctness": correctness, "provenance": provenance_,
+                                       "reason": reason})
 
 
 def _on_gpu(result: Result, gpu: Optional[GpuInfo]) -> Result:

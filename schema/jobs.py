@@ -1,5 +1,5 @@
 import hashlib
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,14 +24,24 @@ class WorkflowOptions(StrictModel):
 
 
 class Repetition(StrictModel):
-    """How often a cell is measured: in at least `processes` fresh worker processes (the unit of repetition), then in
-    more while the 95 % interval of its figure is wider than +-`target` (relative), up to `max_processes` processes
-    or until the cell's runs have taken `max_s` seconds of worker time."""
+    """How often a cell is measured: in `processes` fresh worker processes (the unit of repetition) of one program
+    (orchestrator/planner.py processes_due), a count fixed before any is timed. `target` is the interval half-width a
+    cell's figure counts as converged at. `max_processes` and `max_s` belong to the adaptive rule of earlier versions
+    (more processes while the interval was wider than `target`): a sweep no longer follows it, since stopping when
+    the interval happens to look tight biases it; they stay so that stored job specs load and keep their job_id."""
 
     processes: int = Field(default=3, ge=1, le=100)
-    max_processes: int = Field(default=5, ge=1, le=100)
+    max_processes: int = Field(default=3, ge=1, le=100)
     target: float = Field(default=0.02, gt=0, lt=1)
     max_s: float = Field(default=600.0, gt=0, le=86400)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fixed_count(cls, data: Any) -> Any:
+        """max_processes follows processes unless given (a stored spec carries its own)."""
+        if isinstance(data, dict) and "processes" in data and "max_processes" not in data:
+            data = {**data, "max_processes": data["processes"]}
+        return data
 
     @model_validator(mode="after")
     def _cap_above_minimum(self) -> "Repetition":

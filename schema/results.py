@@ -87,6 +87,9 @@ class Timing(StrictModel):
     # one program per cell: the processes the figure combines (warm only; cold only where no warm process ran; or
     # pooled where a test of the two samples found no difference)
     series: Optional[Literal["warm", "cold", "pooled"]] = None
+    # the cell's other series, not in the figure: its cold processes where a test found them to differ from the warm
+    # ones (reference: orchestrator/stats.py combine_cell)
+    other_series: list[ProcessTiming] = []
     # synthetic: the GPU time of one call without the host's launch cost, over the same processes (geometric mean of
     # process medians, 95 % interval as for median_ms)
     device_median_ms: Optional[float] = None
@@ -239,6 +242,9 @@ class Provenance(StrictModel):
     ended_at: Optional[datetime] = None
     sweep_id: Optional[str] = None
     order_seed: Optional[int] = Field(None, description="seeds the shuffled order of the cells in each round")
+    # cell: every worker process ran one process of one cell (fresh processes per cell); round: a worker process ran
+    # its share of a round's cells one after another (fewer start-ups, shared process state)
+    worker_scope: Optional[Literal["cell", "round"]] = None
     clocks: list[Clocks] = Field(default=[], description="at the start and end of each of the cell's processes")
 
     @property

@@ -51,6 +51,11 @@ class Runtime(str, Enum):
     slurm = "slurm"
 
 
+class WorkerScope(str, Enum):
+    cell = "cell"
+    round = "round"
+
+
 def _checkpoints(values: Optional[list[str]]) -> dict[str, Path]:
     checkpoints = {}
     for value in values or []:
@@ -113,6 +118,9 @@ def sweep(
         rich_help_panel=SLURM_PANEL)] = None,
     checkpoint: Annotated[Optional[list[str]], typer.Option(
         help="MODEL=FOLDER: run that LLM with the weights of a local Hugging Face checkpoint folder")] = None,
+    worker_scope: Annotated[WorkerScope, typer.Option(
+        help="cell: a fresh worker process for every process of every cell; round: one worker process runs its "
+             "share of a round's cells (fewer start-ups); stored with each result")] = WorkerScope.cell,
 ) -> None:
     """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
     (twice: at once); running the same command again resumes. Exit codes: mlcbench --help."""
@@ -129,6 +137,7 @@ def sweep(
         target=target, filters=Filters(models=split(model, "--model"), workflows=split(workflow, "--workflow"),
                                        batch_sizes=_batch_sizes(batch_size)),
         rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
+        worker_scope=worker_scope.value,
     )
     envs = [load_env(name) for name in options.env_names]
     sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fail before the store is touched

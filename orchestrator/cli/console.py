@@ -12,6 +12,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
+from mlcbench.orchestrator.planner import measured_in_full, stored_processes
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
 from mlcbench.orchestrator.store import Store
 from mlcbench.schema import JobSpec, Result
@@ -80,6 +81,7 @@ class ProgressListener:
         self._task = None
         self._in_flight: list[str] = []
         self._round = 1
+        self._shown: set[str] = set()  # cells with a line already
 
     def __enter__(self) -> "ProgressListener":
         self._progress.start()
@@ -112,9 +114,23 @@ class ProgressListener:
             self._progress.advance(self._task)
         self._describe()
 
+    def due_changed(self, processes: int) -> None:
+        if self._task is not None and processes:
+            task = self._progress.tasks[self._task]
+            self._progress.update(self._task, total=max(task.completed, (task.total or 0) + processes))
+
     def job_done(self, result: Result) -> None:
+        """A cell's attempt stored: a line when it first is (after its first process) and when it has all its
+        processes."""
+        latency = result.metrics.latency
+        processes = len(stored_processes(result)) if latency is not None else 0
+        complete = measured_in_full(result)
+        if not complete and result.job_id in self._shown:
+            return
+        self._shown.add(result.job_id)
+        count = f"  [dim]{processes} process{'es' if processes != 1 else ''}[/]" if processes else ""
         style = STATUS_STYLE.get(result.status, "")
-        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {result.job.label()}"
+        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {result.job.label()}{count}"
                                      + (f"  [dim]{result.reason}[/]" if result.reason and result.status != "ok" else ""),
                                      highlight=False)
 

@@ -4,6 +4,7 @@ locked down: not root, no network, no capabilities, no privilege gain, a read-on
 memory limits from env.toml."""
 
 import os
+import socket
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -64,6 +65,8 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         "labels": {LABEL: "1", f"{LABEL}.env": env.name, **(labels or {})},
         "volumes": volumes,
         "working_dir": CONTAINER_WORK,
+        # the host's name, not the container's id: the processes of one cell must be seen to share a host
+        "hostname": socket.gethostname(),
         "environment": environment,
         "user": user or "{}:{}".format(*worker_ids()),
         "network_mode": "bridge" if network else "none",

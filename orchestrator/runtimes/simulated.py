@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
-from mlcbench.schema import EnvSpec, JobSpec, Provenance, Result
+from mlcbench.schema import EnvSpec, JobSpec, Result
 from mlcbench.schema.protocol import encode_line, read_lines
 
 KILLED = -9
@@ -38,11 +38,12 @@ class SimulatedWorker:
             started = datetime.now(timezone.utc)
             if self._killed.wait(self._seconds(job)):
                 return
-            provenance = Provenance(started_at=started, ended_at=datetime.now(timezone.utc))
             result = self._answer(job)
             if result is None:
                 self._exit_code = KILLED
                 return
+            provenance = result.provenance.model_copy(update={"started_at": started,
+                                                              "ended_at": datetime.now(timezone.utc)})
             _append(self._files.results, encode_line(result.model_copy(update={"provenance": provenance})))
         self._exit_code = 0
 

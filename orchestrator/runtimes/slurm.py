@@ -249,8 +249,10 @@ def _still_due(store: Store, plan: ArrayPlan, task: ArrayTask, env: EnvSpec, env
     """A task that Slurm runs again (requeued after a node failure or preemption) skips what it tried before, and what
     another sweep finished meanwhile; a cell an earlier sweep left short of its processes goes on from them."""
     ids = [job.job_id for job in task.jobs]
-    tried = {row.job_id for row in store.rows(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids, sweep_id=plan.sweep_id)}
-    cells = {} if plan.rerun else {
+    # a cell this sweep stored only part of (killed between its processes) is topped up, from its own attempt
+    own = store.attempts(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids, sweep_id=plan.sweep_id)
+    tried = {row.job_id for row, result in own if not is_partial(result)}
+    cells = {result.job_id: result for _, result in own} if plan.rerun else {
         result.job_id: result for result in store.cells(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids)}
     due = EnvPlan(env=env, config_key=env_config_key)
     for job in task.jobs:

@@ -10,12 +10,13 @@ from mlcbench.schema import Result
 
 
 def record(store: Store, result: Result, env: str, gpu_tag: str, image_digest: Optional[str],
-           sweep_id: Optional[str], config_key: Optional[str] = None) -> Result:
-    """Stamp a worker's (or the planner's) result with its provenance, mask secrets (the store URL's too), store it; returns what was
-    stored."""
+           sweep_id: Optional[str], config_key: Optional[str] = None, attempt: Optional[int] = None,
+           ) -> tuple[Result, int]:
+    """Stamp a worker's (or the planner's) result with its provenance, mask secrets (the store URL's too), store it as
+    a new attempt, or as the longer form of the attempt stored in row `attempt`; returns what was stored and its row
+    id."""
     stored = redact(provenance.finish(result, env, gpu_tag, image_digest, config_key, sweep_id), also=store.secrets)
-    store.put(stored, sweep_id=sweep_id)
-    return stored
+    return stored, store.put_attempt(stored, sweep_id=sweep_id, row_id=attempt)
 
 
 __all__ = ["DEFAULT_DB", "ResultRow", "Store", "open_engine", "record", "safe_url"]

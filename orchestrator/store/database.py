@@ -1,6 +1,8 @@
 """The result store: one SQL table of results, tagged and carrying the whole Result. A *cell* is (job, env, GPU tag);
 every attempt at a cell is kept (its history), and the result of a cell is chosen when it is read (`Store.cells`):
-its latest `ok` attempt, else its latest final one (`unsupported`), else its latest. A crash never hides a good result.
+its latest `ok` attempt (one with all its processes before one still short of them), else its latest final one
+(`unsupported`), else its latest. A crash never hides a good result. A sweep stores a cell's attempt after its first
+process and extends it after each next one (`put_attempt`).
 
 Any SQLAlchemy URL works (SQLite by default, PostgreSQL for several hosts). The schema is created and upgraded by
 Alembic migrations, never rewritten silently. The orchestrator is the only writer; several orchestrators (threads,
@@ -25,6 +27,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
+from mlcbench.orchestrator.planner import measured_in_full
 from mlcbench.orchestrator.store.redaction import mask, mask_url, url_secrets
 from mlcbench.schema import FINAL_STATUSES, Calibration, JobSpec, Result
 
@@ -168,6 +171,25 @@ class Store:
                                      f"what was stored before is kept, run the same command again once it is "
                                      f"mended") from None
 
+    def put_attempt(self, result: Result, sweep_id: Optional[str] = None, row_id: Optional[int] = None) -> int:
+        """Store an attempt that may grow: a new one (row_id None), or the attempt of row `row_id` replaced by this
+        longer one (a cell's processes are stored one by one as they finish); returns its row id."""
+        try:
+            with Session(self.engine) as session, session.begin():
+                row = session.get(ResultRow, row_id) if row_id is not None else None
+                if row is None:
+                    row = ResultRow(**_columns(result), sweep_id=sweep_id)
+                    session.add(row)
+                else:
+                    for name, value in _columns(result).items():
+                        setattr(row, name, value)
+                session.flush()
+                return row.id
+        except DBAPIError as error:
+            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error, self.url)}; "
+                                     f"what was stored before is kept, run the same command again once it is "
+                                     f"mended") from None
+
     def put_calibration(self, calibration: Calibration) -> None:
         with Session(self.engine) as session, session.begin():
             session.add(_calibration_row(calibration))
@@ -236,11 +258,12 @@ class Store:
 
 
 def _preference(row: ResultRow, result: Result) -> tuple:
-    """Which attempt is the result of its cell: ok over final over anything, then the latest (by when it ended)."""
+    """Which attempt is the result of its cell: ok over final over anything, then one with all its processes over one
+    still short of them (a sweep stopped or killed half-way through it), then the latest (by when it ended)."""
     moment = result.provenance.ended_at or result.provenance.started_at or row.stored_at
     if moment.tzinfo is None:  # SQLite hands datetimes back without their zone; they were stored in UTC
         moment = moment.replace(tzinfo=timezone.utc)
-    return (result.status == "ok", result.status in FINAL_STATUSES, moment, row.id)
+    return (result.status == "ok", result.status in FINAL_STATUSES, measured_in_full(result), moment, row.id)
 
 
 def sqlite_file(url: str) -> Optional[Path]:

@@ -30,9 +30,9 @@ def grid_suite(models: int = 4, batches: int = 4) -> Suite:
                    repetition=ONE_PROCESS)])
 
 
-def options(tmp_path, gpus: int, suite: Suite) -> sweeping.SweepOptions:
+def options(tmp_path, gpus: int, suite: Suite, worker_scope: sweeping.WorkerScope = "cell") -> sweeping.SweepOptions:
     return sweeping.SweepOptions(suite=suite, env_names=["local"], workdir=tmp_path / "work",
-                                 target=Target(tag="h100", device="cpu", gpus=fake_gpus(gpus)))
+                                 target=Target(tag="h100", device="cpu", gpus=fake_gpus(gpus)), worker_scope=worker_scope)
 
 
 def simulated(isolate_groups: bool = False, runtimes: list | None = None):
@@ -72,7 +72,7 @@ def _most_at_once(provenances) -> int:
 def test_isolating_runtime_gets_one_worker_per_model_workflow_group_spread_over_gpus(tmp_path):
     runtimes: list[SimulatedRuntime] = []
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    sweeping.run(options(tmp_path, 2, grid_suite()), store, runtime_factory=simulated(True, runtimes))
+    sweeping.run(options(tmp_path, 2, grid_suite(), "round"), store, runtime_factory=simulated(True, runtimes))
 
     job_files = sorted((tmp_path / "work").rglob("jobs.jsonl"))
     assert len(job_files) == 4  # 4 models x 1 workflow
@@ -153,7 +153,7 @@ def test_workflows_that_take_over_their_process_never_share_a_worker_with_other_
         SuiteEntry(models=["matmul-small", "ffn-small"], workflows=["eager", "torchax", "torch_compile"],
                    batch_sizes=[1, 2], warmup=0, repeats=1, repetition=ONE_PROCESS)])
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    sweeping.run(options(tmp_path, 1, suite), store, runtime_factory=simulated())
+    sweeping.run(options(tmp_path, 1, suite, "round"), store, runtime_factory=simulated())
 
     workflows_per_worker = [{line.split('"workflow":"')[1].split('"')[0] for line in path.read_text().splitlines()}
                             for path in sorted((tmp_path / "work").rglob("jobs.jsonl"))]

@@ -6,7 +6,7 @@ from typing import Optional
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.planner import measured_in_full
+from mlcbench.orchestrator.planner import measured_in_full, processes_due
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
@@ -67,7 +67,9 @@ def test_every_cell_runs_once_per_round_in_a_fresh_worker_in_a_recorded_shuffled
         assert row.result().provenance.order_seed == 5
 
 
-def test_a_cell_whose_processes_disagree_gets_more_processes_up_to_the_cap(tmp_path):
+def test_a_cell_gets_its_fixed_count_of_processes_however_far_apart_they_land(tmp_path):
+    """No optional stopping: a wide interval does not buy a cell more processes (the adaptive rule of stored specs,
+    max_processes above processes, is no longer followed)."""
     calls = Counter()
 
     def answer(job: JobSpec) -> Result:
@@ -76,9 +78,9 @@ def test_a_cell_whose_processes_disagree_gets_more_processes_up_to_the_cap(tmp_p
         return _timed(job, [level] * 3)
 
     store, _ = _sweep(tmp_path, Repetition(processes=3, max_processes=5), answer)
-    processes = {row.workflow: len(row.result().metrics.latency.processes) for row in store.rows()}
-    assert processes == {"eager": 3, "torch_compile": 5}
-    converged = {row.workflow: row.result().metrics.latency.converged for row in store.rows()}
+    processes = {cell.job.workflow: len(cell.metrics.latency.processes) for cell in store.cells()}
+    assert processes == {"eager": 3, "torch_compile": 3}
+    converged = {cell.job.workflow: cell.metrics.latency.converged for cell in store.cells()}
     assert converged == {"eager": True, "torch_compile": False}
 
 
@@ -133,3 +135,16 @@ def test_a_stopped_sweep_stores_the_processes_it_measured_and_the_next_adds_the_
     run(sweeping.SweepListener(), StopRequest(), median=3.0, rerun=True)
     assert all(sorted(process.samples_ms[0] for process in result.metrics.latency.processes) == [3.0, 3.0, 3.0]
                for result in store.cells())
+
+
+def test_a_job_spec_stored_under_the_adaptive_rule_loads_with_its_job_id_and_runs_its_fixed_count():
+    """Stored by the landed main before the fixed count (e5b902a): max_processes 5 loads as it was and keeps its
+    identity, so that resume and compare still find its cells; a sweep runs `processes` of it."""
+    stored = ('{"schema_version":1,"model":"ffn-small","workflow":"eager","precision":"fp32","batch_size":1,'
+              '"input_len":32,"output_len":32,"warmup":3,"repeats":10,"repetition":{"processes":3,"max_processes":5,'
+              '"target":0.02,"max_s":600.0},"timeout_s":1200.0,"device":"cuda","seed":0,"options":{"compile_mode":null,'
+              '"io_binding":true,"min_block_size":null,"fp32_accumulation":null},"model_path":null}')
+    job = JobSpec.model_validate_json(stored)
+    assert job.job_id == "418cc9e3909157dc" and job.repetition.max_processes == 5
+    assert processes_due(job, []) == 3
+    assert Repetition(processes=5).max_processes == 5 and Repetition().max_processes == 3

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mlcbench.orchestrator.stats import combine, speedup, wants_another_process
-from mlcbench.schema import ProcessTiming, Repetition
+from mlcbench.orchestrator.stats import combine, speedup
+from mlcbench.schema import ProcessTiming
 
 
 def _cell(rng: np.random.Generator, center_ms: float, processes: int, calls: int, between: float,
@@ -82,16 +82,3 @@ def test_the_interval_holds_its_figure_and_scales_with_the_unit(samples, scale):
     scaled = combine([ProcessTiming(samples_ms=[v * scale for v in s]) for s in samples], "cuda_events", 0.02)
     assert math.isclose(scaled.ci_high_ms, timing.ci_high_ms * scale, rel_tol=1e-9)
     assert speedup(timing, timing).significant is False
-
-
-def test_the_adaptive_rule_runs_the_minimum_then_stops_at_convergence_or_a_cap():
-    policy = Repetition(processes=3, max_processes=5, target=0.02, max_s=100)
-    steady = [ProcessTiming(samples_ms=[1.0, 1.0]) for _ in range(3)]
-    spread = [ProcessTiming(samples_ms=[level]) for level in (1.0, 1.5, 0.7)]
-    assert wants_another_process(None, policy, 0)
-    assert wants_another_process(combine(steady[:2], "cuda_events", 0.02), policy, 0)
-    assert not wants_another_process(combine(steady, "cuda_events", 0.02), policy, 0)
-    assert wants_another_process(combine(spread, "cuda_events", 0.02), policy, 10)
-    assert not wants_another_process(combine(spread, "cuda_events", 0.02), policy, 100)
-    five = [*spread, *spread[:2]]
-    assert not wants_another_process(combine(five, "cuda_events", 0.02), policy, 10)
