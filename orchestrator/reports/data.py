@@ -536,8 +536,8 @@ class CostRow:
     batches_ok: tuple[int, ...]
     compile_s_median: Optional[float]
     compile_s_max: Optional[float]
-    # cold: median over the processes whose compile found nothing in the caches; warm: that found every graph there;
-    # each with the number of processes it is the median of
+    # cold: compiles that found nothing in the caches; warm: that found every graph there (cost_rows: how they are
+    # combined), each with the number of processes behind it
     compile_cold_s: Optional[float]
     compile_warm_s: Optional[float]
     load_s_median: Optional[float]
@@ -564,26 +564,46 @@ def _compiles(result: Result) -> list[tuple[float, Optional[str]]]:
     return [(result.metrics.compile_s, result.metrics.compile_cache)] if result.metrics.compile_s is not None else []
 
 
+CompileState = Literal["cold", "warm"]
+
+
+def compile_costs(result: Result) -> dict[CompileState, tuple[float, int]]:
+    """(median seconds, processes) of a result's cold and of its warm compiles: as the host combined them over every
+    process of the cell (Metrics.compile_cold / compile_warm, both series), else, for a result stored before, from
+    its processes' own compile times."""
+    metrics = result.metrics
+    combined = {state: (cost.median_s, cost.n)
+                for state, cost in (("cold", metrics.compile_cold), ("warm", metrics.compile_warm)) if cost}
+    if combined:
+        return combined  # type: ignore[return-value]
+    by_state: dict[CompileState, list[float]] = defaultdict(list)
+    for seconds, cache in _compiles(result):
+        if cache in ("cold", "warm"):
+            by_state[cache].append(seconds)  # type: ignore[index]
+    return {state: (median(seconds), len(seconds)) for state, seconds in by_state.items()}
+
+
 def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = None) -> list[CostRow]:
-    """Compile time and memory of each cell's result; the cold and warm compile times over every attempt given
-    (a cell's first run compiles cold, its reruns warm: its result alone shows one of the two)."""
+    """Compile time and memory of each cell's result; the cold and warm compile times over every attempt given (a
+    cell's first run compiled cold, its reruns warm, before a cell kept both series): the median over those results
+    of each one's median, with the processes behind them."""
     groups = _ok_by_cell_group(results)
     tried = _ok_by_cell_group(results if attempts is None else attempts)
     rows = []
     for (gpu, env, model, workflow), members in groups.items():
         compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
-        by_cache = {state: [seconds for r in tried[(gpu, env, model, workflow)]
-                            for seconds, cache in _compiles(r) if cache == state] for state in ("cold", "warm")}
+        costs = [compile_costs(r) for r in tried[(gpu, env, model, workflow)]]
+        by_cache = {state: [cost[state] for cost in costs if state in cost] for state in ("cold", "warm")}
         load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
         with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
         biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None
         rows.append(CostRow(
             gpu, env, model, workflow, tuple(sorted(r.job.batch_size for r in members)),
             median(compile_times) if compile_times else None, max(compile_times) if compile_times else None,
-            *(median(by_cache[state]) if by_cache[state] else None for state in ("cold", "warm")),
+            *(median(s for s, _ in by_cache[state]) if by_cache[state] else None for state in ("cold", "warm")),
             median(load_times) if load_times else None,
             biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None,
-            len(by_cache["cold"]), len(by_cache["warm"])))
+            *(sum(n for _, n in by_cache[state]) for state in ("cold", "warm"))))
     return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow)))
 
 

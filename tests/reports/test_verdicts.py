@@ -231,11 +231,21 @@ def test_cells_name_their_series_and_compile_cost_is_cold_and_warm_each_with_its
     cold_only = cell("tinyllama-1.1b", "torch_compile_decode", [25.0, 25.1, 24.9], batch=4, series="cold",
                      compiles=[(90.0, "cold")] * 3)
     [cost] = cost_rows([warm, cold_only])
-    assert (cost.compile_cold_s, cost.compile_cold_n, cost.compile_warm_s, cost.compile_warm_n) == (90.0, 4, 12.0, 3)
+    # the median of the two cells' cold medians (100 s in one process, 90 s in three), over 4 processes
+    assert (cost.compile_cold_s, cost.compile_cold_n, cost.compile_warm_s, cost.compile_warm_n) == (95.0, 4, 12.0, 3)
     text = markdown(build_report([warm, cold_only], "test", Selection()))
-    assert "90.0 (n=4) / 12.0 (n=3)" in text
+    assert "95.0 (n=4) / 12.0 (n=3)" in text
     [line] = [line for line in text.splitlines() if line.startswith("| torch_compile_decode |") and "[" in line]
     assert re.search(r"\| [\d.,]+ \[[\d.,–]+\] warm.*\| [\d.,]+ \[[\d.,–]+\] cold", line)
+
+
+def test_cold_and_warm_compile_cost_come_from_the_cells_combined_figures_where_it_has_them():
+    """The host combines a cell's compile cost over all its processes (a cold series set aside included)."""
+    result = cell("tinyllama-1.1b", "torch_compile_decode", [20.0, 20.1, 19.9], compiles=[(12.0, "warm")] * 3)
+    result = result.model_copy(update={"metrics": result.metrics.model_copy(update={
+        "compile_cold": CompileCost(median_s=180.0, min_s=175.0, max_s=185.0, n=2)})})
+    [cost] = cost_rows([result])
+    assert (cost.compile_cold_s, cost.compile_cold_n, cost.compile_warm_s, cost.compile_warm_n) == (180.0, 2, 12.0, 3)
 
 
 def test_p3_portability_counts_only_envs_that_ran():
