@@ -193,6 +193,11 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
     WorkflowInfo(name="aot_inductor", why_not={"llm": "no decode loop runs an AOTInductor package yet"},
                  description="torch.export + AOTInductor package, loaded back and run"),
+    WorkflowInfo(name="torchscript", why_not={
+                     "llm": "a trace records one generate() call's Python control flow and cache as constants; no "
+                            "decode loop runs a TorchScript module yet"},
+                 description="TorchScript (deprecated by torch, still what libtorch and Triton's PyTorch backend "
+                             "load): torch.jit.trace, freeze, optimize_for_inference, saved and loaded back"),
     WorkflowInfo(name="onnxruntime", requires=_ORT,
                  description="torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP; "
                              "LLMs: the decoder exported with its KV cache)"),

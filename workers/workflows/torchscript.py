@@ -1,0 +1,27 @@
+"""TorchScript, the format libtorch and Triton Inference Server's PyTorch backend load: torch.jit.trace, frozen
+(weights and attributes folded into the graph as constants), optimize_for_inference, saved to the env cache and
+loaded back as a deployment would load it. Compile cost is the trace, the graph passes and the save and load; the
+profiling executor specialises the graph in its first calls, which the warm-up absorbs.
+
+torch deprecates torch.jit in favour of torch.compile and torch.export, and warns on every call: the warnings are
+silenced here, the fact is the workflow's description in the catalog."""
+
+import warnings
+
+import torch
+
+from mlcbench.workers.workflows.base import Workflow
+
+
+class TorchScript(Workflow):
+    def compile_module(self, module, inputs, ctx):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            traced = torch.jit.trace(module.eval(), inputs)
+            optimized = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+            archive = ctx.cache_dir / f"{ctx.job.job_id}.pt"  # the cache folder is this workflow's
+            torch.jit.save(optimized, str(archive))
+            loaded = torch.jit.load(str(archive), map_location=ctx.device)
+        ctx.apply(backend="torchscript", dynamic_shapes=False)
+        ctx.settings.update(archive=str(archive), passes="torch.jit.trace, freeze, optimize_for_inference")
+        return loaded
