@@ -53,6 +53,10 @@ def evidence(row: "PerfRow") -> str:
     return " ".join(parts)
 
 
+# how a cell's device time was taken (Timing.device_method), in words
+DEVICE_METHODS = {"cuda_graph_replay": "CUDA-graph replay", "profiler_kernels": "profiler kernel sum"}
+
+
 def perf(row: "PerfRow") -> str:
     """A throughput cell: the figure with its interval and evidence, the device-time figure where there is one, the
     speedup over eager (or why there is none), the flags."""
@@ -62,7 +66,8 @@ def perf(row: "PerfRow") -> str:
         text += f" {evidence(row)}"
     device = row.device
     if device is not None:
-        text += f"; device time {interval(device.value, device.interval, digits)}"
+        how = DEVICE_METHODS.get(device.method or "", "method not recorded")
+        text += f"; device time ({how}) {interval(device.value, device.interval, digits)}"
     if row.not_compiled:
         text += " (not compiled)"
     elif row.speedup is not None:

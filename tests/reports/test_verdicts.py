@@ -174,7 +174,7 @@ def test_a_tiny_cell_is_judged_on_device_time_where_both_sides_have_it():
     assert row.flags() == [] and row.decided_on == "device time"
     assert row.device.median_ms == pytest.approx(0.1, rel=0.01)
     text = markdown(build_report([eager, compiled], "test", Selection()))
-    assert re.search(r"; device time [\d.,]+ \[[\d.,]+–[\d.,]+\] \([12]\.\d\d× \[[\d.]+–[\d.]+\] on device time\)",
+    assert re.search(r"; device time \(CUDA-graph replay\) [\d.,]+ \[[\d.,]+–[\d.,]+\] \([12]\.\d\d× \[[\d.]+–[\d.]+\] on device time\)",
                      text)
     [table] = throughput_tables(rows)
     assert table.fastest[0].workflow == "torch_compile" and "on device time" in table.fastest[0].text
