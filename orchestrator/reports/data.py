@@ -116,8 +116,8 @@ VERDICT_PROCESSES = 3
 # a sub-millisecond call up to 2x between processes (reference/facts.md), the device time far less.
 DEVICE_TIME_BELOW_MS = 1.0
 RULES = (f"⚠: the figure's 95 % interval reaches more than ±{100 * WIDE_INTERVAL:g} % from it, a process was "
-         f"lost, the GPU throttled during the timed calls (NVML, read while they ran), or a figure came out over 100 % of a "
-         f"bound (then the bound or the timing is wrong). A verdict (a speedup P3 counts, \"fastest\") needs "
+         f"lost, the GPU throttled during the timed calls (NVML, read while they ran), or a figure came out over "
+         f"100 % of a bound (then the bound or the timing is wrong). A verdict (a speedup P3 counts, \"fastest\") needs "
          f"≥ {VERDICT_PROCESSES} worker processes on each side and a passed correctness check: cells with fewer show "
          f"\"n=1\" / \"n=2, no verdict\", a cell that failed its check gets no speedup. Cells under "
          f"{DEVICE_TIME_BELOW_MS:g} ms are judged on device time (the GPU time of one call without the host's launch "
@@ -146,7 +146,8 @@ def throttled_during(result: Result) -> bool:
 def device_timing(latency: Timing) -> Optional[Timing]:
     """The GPU time of one call as a Timing of its own (figure, interval, process medians), for the statistics that
     compare two cells; None where the cell has none."""
-    processes = [ProcessTiming(samples_ms=p.device_samples_ms) for p in latency.processes if p.device_samples_ms]
+    processes = [ProcessTiming(samples_ms=p.device_samples_ms) for p in latency.processes
+                 if p.device_samples_ms and p.device_method == latency.device_method]
     if latency.device_median_ms is None or not processes:
         return None
     return latency.model_copy(update={"median_ms": latency.device_median_ms, "processes": processes,
