@@ -128,7 +128,7 @@ def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, 
         if not rerun and is_final(stored, config_key):
             plan.skipped += 1
             continue
-        reason = why_not_run(job.workflow, job.model) or blocked or (
+        reason = why_not_run(job.workflow, job.info) or blocked or (
             None if env.provides(job.workflow) else f"{env.name} env does not provide {job.workflow} (env.toml workflows)")
         if reason:
             plan.unsupported.append(Result.without_run(job, "unsupported", reason))

@@ -1,6 +1,8 @@
 """The GPU and model catalogs (values from reference/facts.md), as data both sides can read."""
 
-from typing import Literal, Optional, get_args
+from typing import Any, Literal, Optional, get_args
+
+from pydantic import Field
 
 from mlcbench.schema.base import StrictModel
 
@@ -73,45 +75,137 @@ def gpu_tag_for_name(device_name: str) -> Optional[str]:
 
 
 class ModelInfo(StrictModel):
-    """A benchmark model. Synthetic models are built from dims; LLMs from a Llama config."""
+    """A benchmark model. Synthetic models are built from dims; LLMs from a Llama config (the catalog's), or from a
+    Hugging Face config.json (`hf_config`, a suite's own model), whose weights the byte counts follow."""
 
     kind: ModelKind
-    hidden_size: int
-    intermediate_size: int
+    hidden_size: int = Field(ge=1)
+    intermediate_size: int = Field(ge=1)
     default_precision: Literal["fp32", "fp16", "bf16"]
     # synthetic
     architecture: Optional[Literal["matmul", "matmul_relu", "ffn", "ffn_multilayer"]] = None
-    depth: int = 1
+    depth: int = Field(default=1, ge=1)
     # llm
     num_hidden_layers: int = 0
     num_attention_heads: int = 0
     num_key_value_heads: int = 0
     vocab_size: int = 0
     max_position_embeddings: int = 0
+    # None: hidden_size / num_attention_heads
+    head_dim: Optional[int] = None
+    tie_word_embeddings: bool = False
+    # biases of the q/k/v projections, the output projection, the MLP's projections
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    # mixture of experts: experts per layer (each of intermediate_size) and experts each token is routed to
+    num_experts: int = 0
+    experts_per_token: int = 0
+    # the config.json a suite's own LLM is built from (random weights unless a checkpoint is given); None for the
+    # catalog's models, which are built from the fields above
+    hf_config: Optional[dict[str, Any]] = None
+    # the weights are laid out as the formulas below count them (Llama-style decoder); False: bytes unknown
+    weights_counted: bool = True
 
-    def parameter_count(self) -> int:
+    @property
+    def attention_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    def parameter_count(self) -> Optional[int]:
+        """Every weight, or None where the layout is one the formulas do not know."""
         h, i = self.hidden_size, self.intermediate_size
         if self.kind == "synthetic":
             per_layer = h * i if self.architecture in ("matmul", "matmul_relu") else 2 * h * i
             return per_layer * self.depth
-        head_dim = h // self.num_attention_heads
-        attn = h * h * 2 + 2 * h * head_dim * self.num_key_value_heads
-        mlp = 3 * h * i
-        norms = 2 * h
-        return self.num_hidden_layers * (attn + mlp + norms) + 2 * self.vocab_size * h + h
+        if not self.weights_counted:
+            return None
+        experts = max(self.num_experts, 1)
+        router = h * self.num_experts
+        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return self.num_hidden_layers * (self._attention() + experts * self._mlp() + router + 2 * h) + embeddings + h
 
-    def decode_step_bytes(self, precision: str, batch: int, context: int) -> int:
+    def _attention(self) -> int:
+        h, q, kv = self.hidden_size, self.num_attention_heads * self.attention_head_dim, \
+            self.num_key_value_heads * self.attention_head_dim
+        return h * (q + 2 * kv) + q * h + (q + 2 * kv) * self.qkv_bias + h * self.o_bias
+
+    def _mlp(self) -> int:
+        h, i = self.hidden_size, self.intermediate_size
+        return 3 * h * i + (2 * i + h) * self.mlp_bias
+
+    def decode_step_bytes(self, precision: str, batch: int, context: int) -> Optional[int]:
         """What one LLM decode step must read at least: every weight but the embedding table (of which it reads only
-        `batch` rows), and the K and V of `context` positions per row in every layer."""
-        head_dim = self.hidden_size // self.num_attention_heads
-        kv_cache = 2 * self.num_hidden_layers * self.num_key_value_heads * head_dim * context * batch
-        embedding_table = self.vocab_size * self.hidden_size
-        return (self.parameter_count() - embedding_table + kv_cache) * _element_bytes(precision)
+        `batch` rows; a table tied to the LM head is read whole), of a mixture of experts only the experts one token
+        is routed to, and the K and V of `context` positions per row in every layer. None where the weights' layout
+        is not known."""
+        parameters = self.parameter_count()
+        if parameters is None:
+            return None
+        unread_embedding = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        unread_experts = self.num_hidden_layers * (self.num_experts - self.experts_per_token) * self._mlp() \
+            if self.num_experts else 0
+        kv_cache = 2 * self.num_hidden_layers * self.num_key_value_heads * self.attention_head_dim * context * batch
+        return (parameters - unread_embedding - unread_experts + kv_cache) * _element_bytes(precision)
 
 
 def _element_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
+
+# Hugging Face model types whose weights the formulas of ModelInfo count: Llama-style decoders (RMSNorm, gated MLP,
+# grouped-query attention), dense or with Mixtral's experts
+_COUNTED_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "mixtral"})
+_HF_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+# the names some configs give the same dims (GPT-2 style, OPT, MPT); Hugging Face maps them with attribute_map
+_DIM_NAMES = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "intermediate_size": ("intermediate_size", "n_inner", "ffn_dim"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_seq_len"),
+    "vocab_size": ("vocab_size",),
+}
+
+
+def _dim(config: dict[str, Any], name: str) -> Optional[int]:
+    found = (config.get(alias) for alias in _DIM_NAMES[name])
+    return next((value for value in found if isinstance(value, int) and not isinstance(value, bool)), None)
+
+
+class ConfigError(ValueError):
+    """A Hugging Face config that cannot describe a decoder-only LLM; the message names the field."""
+
+
+def llm_from_hf_config(config: dict[str, Any], precision: Optional[str] = None) -> ModelInfo:
+    """A suite's own LLM from its config.json (as a dict): the dims the byte counts need, and the config itself for
+    the worker. The precision is the suite's, else the config's dtype, else bf16."""
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise ConfigError("config.json has no model_type (a Hugging Face model config names it)")
+    text = config.get("text_config")
+    dims = text if isinstance(text, dict) else config
+    required = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+    missing = [name for name in required if _dim(dims, name) is None]
+    if missing:
+        raise ConfigError(f"config.json lacks {', '.join(missing)} (model_type {model_type!r}: not a decoder "
+                          f"whose dims mlcbench can read)")
+    hidden, layers, heads, vocab = (_dim(dims, name) or 0 for name in required)
+    dtype = _HF_DTYPES.get(str(config.get("dtype") or config.get("torch_dtype")))
+    # Qwen2 has q/k/v biases whatever its config says; Llama and Mistral name theirs (attention_bias, mlp_bias)
+    qkv_bias = model_type == "qwen2" or bool(dims.get("attention_bias"))
+    experts = dims.get("num_local_experts") if model_type == "mixtral" else None
+    return ModelInfo(
+        kind="llm", default_precision=precision or dtype or "bf16",
+        hidden_size=hidden, intermediate_size=_dim(dims, "intermediate_size") or 4 * hidden,
+        num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=dims.get("num_key_value_heads") or heads,
+        vocab_size=vocab, max_position_embeddings=_dim(dims, "max_position_embeddings") or 0,
+        head_dim=dims.get("head_dim"), tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        qkv_bias=qkv_bias, o_bias=model_type != "qwen2" and bool(dims.get("attention_bias")),
+        mlp_bias=bool(dims.get("mlp_bias")), num_experts=experts or 0,
+        experts_per_token=(dims.get("num_experts_per_tok") or 0) if experts else 0,
+        hf_config=config, weights_counted=model_type in _COUNTED_MODEL_TYPES,
+    )
 
 
 def _synthetic(architecture: str, hidden: int, inter: int, precision: str, depth: int = 1) -> ModelInfo:
@@ -238,10 +332,10 @@ def workflows_for(kind: ModelKind) -> list[str]:
     return [name for name, info in WORKFLOWS.items() if kind in info.kinds]
 
 
-def why_not_run(workflow: str, model: str) -> Optional[str]:
-    """Why the catalog's workflow cannot run the catalog's model (its kind), or None where it can or either is not in
-    the catalog (fault workflows, unknown names: refused elsewhere)."""
-    info, model_info = WORKFLOWS.get(workflow), MODELS.get(model)
+def why_not_run(workflow: str, model: "str | ModelInfo") -> Optional[str]:
+    """Why the catalog's workflow cannot run the model (a catalog name, or a job's own model: its kind), or None where
+    it can or either is not in the catalog (fault workflows, unknown names: refused elsewhere)."""
+    info, model_info = WORKFLOWS.get(workflow), MODELS.get(model) if isinstance(model, str) else model
     if info is None or model_info is None:
         return None
     reason = info.why_not.get(model_info.kind)

@@ -4,7 +4,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
-from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS
+from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS, ModelInfo
 
 Precision = Literal["fp32", "fp16", "bf16"]
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
@@ -50,6 +50,17 @@ class Repetition(StrictModel):
         return self
 
 
+class _CatalogModel(StrictModel):
+    model: str
+
+    @field_validator("model")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in MODELS:
+            raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
+        return name
+
+
 class JobSpec(StrictModel):
     """One measurement: a model, run through one workflow, at one precision and batch size."""
 
@@ -67,15 +78,28 @@ class JobSpec(StrictModel):
     device: Literal["cuda", "cpu"] = "cuda"
     seed: int = 0
     options: WorkflowOptions = WorkflowOptions()
-    # A local Hugging Face checkpoint folder for LLMs; random weights from the catalog config when None.
+    # A local Hugging Face checkpoint folder for LLMs; random weights from the model's config when None.
     model_path: Optional[str] = None
+    # A suite's own model, carried whole so that a worker in any container can build it; None for the catalog's
+    # models (and then left out of the job's identity, so that their job ids do not change)
+    model_info: Optional[ModelInfo] = None
 
-    @field_validator("model")
+    @model_validator(mode="before")
     @classmethod
-    def _known_model(cls, name: str) -> str:
-        if name not in MODELS:
-            raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
-        return name
+    def _known_model(cls, data: Any) -> Any:
+        """A model the catalog has, or one the job carries; the error names the field, as a field's own would."""
+        if isinstance(data, dict) and data.get("model_info") is None:
+            _CatalogModel.model_validate({"model": data.get("model")})  # its error is located at "model"
+        return data
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.model_info or MODELS[self.model]
+
+    @property
+    def weights(self) -> str:
+        """The weights the job runs: a checkpoint folder, or seeded random weights."""
+        return self.model_path or f"random (seed {self.seed})"
 
     @field_validator("workflow")
     @classmethod
@@ -87,7 +111,7 @@ class JobSpec(StrictModel):
     @property
     def job_id(self) -> str:
         """Stable identity: a hash of the canonical JSON of every field except the timeout (a limit, not a setting)."""
-        canonical = self.model_dump_json(exclude={"timeout_s"})
+        canonical = self.model_dump_json(exclude={"timeout_s", *self._absent()})
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
@@ -103,8 +127,12 @@ class JobSpec(StrictModel):
         return self._settings_hash({"model", "workflow", "precision", "batch_size", "options"})
 
     def _settings_hash(self, coordinates: set[str]) -> str:
-        canonical = self.model_dump_json(exclude={"timeout_s", *coordinates})
+        canonical = self.model_dump_json(exclude={"timeout_s", *coordinates, *self._absent()})
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def _absent(self) -> set[str]:
+        """Fields added after stores were written, left out of the hashes while unset (old ids stay valid)."""
+        return {"model_info"} if self.model_info is None else set()
 
     def label(self) -> str:
         options = self.options.non_default()

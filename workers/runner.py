@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import MODELS, Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, why_not_run
+from mlcbench.schema import Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, why_not_run
 from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.exchange import append_line, append_model
 from mlcbench.workers.workflows.base import Unsupported
@@ -75,13 +75,13 @@ def _run(job: JobSpec, cache_dir: Path):
     if job.device == "cuda" and not torch.cuda.is_available():
         raise Unsupported("job asks for CUDA but torch sees no GPU in this environment")
     workflow = load(job.workflow)
-    refusal = why_not_run(job.workflow, job.model)  # the planner refuses these too: a job file handed in directly
+    refusal = why_not_run(job.workflow, job.info)  # the planner refuses these too: a job file handed in directly
     if refusal:
         raise Unsupported(refusal)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.precision]
     ctx = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
-    info = MODELS[job.model]
+    info = job.info
     module = llm if info.kind == "llm" else synthetic
     metrics, correctness = module.measure(workflow, info, ctx)
     status, reason = "ok", None

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mlcbench.orchestrator.reports.data import Comparison, CompareRow, workflow_order
-from mlcbench.schema import GPUS, MODELS
+from mlcbench.schema import GPUS
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def generation_rows(comparison: Comparison) -> list[GenerationRow]:
     for row in comparison.rows:
         expected, cell = prediction(comparison.first, comparison.second, row.precision), _cell(row)
         if expected is not None and cell is not None and cell.ratio > 0:
-            groups[(MODELS[row.model].kind, row.workflow, row.batch, expected)].append(cell)
+            groups[("llm" if row.unit == "tok/s" else "synthetic", row.workflow, row.batch, expected)].append(cell)
     rows = []
     for (kind, workflow, batch, expected), cells in groups.items():
         ratio = _geomean([cell.ratio for cell in cells])

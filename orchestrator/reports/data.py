@@ -10,7 +10,7 @@ from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.provenance import decode_step_bytes
-from mlcbench.schema import (GPUS, MODELS, REFERENCE, WORKFLOWS, Calibration, Correctness, JobSpec, ProcessTiming,
+from mlcbench.schema import (GPUS, REFERENCE, WORKFLOWS, Calibration, Correctness, JobSpec, ProcessTiming,
                              Result, Timing)
 
 Kind = Literal["llm", "synthetic"]
@@ -57,8 +57,8 @@ def env_of(result: Result) -> str:
     return result.provenance.env or "?"
 
 
-def kind_of(model: str) -> Kind:
-    return MODELS[model].kind  # type: ignore[return-value]
+def kind_of(job: JobSpec) -> Kind:
+    return job.info.kind  # type: ignore[return-value]
 
 
 def workflow_order(workflow: str) -> tuple[int, str]:
@@ -94,7 +94,7 @@ def settings_label(job: JobSpec) -> str:
     repetition = job.repetition
     processes = (f"{repetition.processes}" if repetition.processes == repetition.max_processes
                  else f"{repetition.processes}-{repetition.max_processes}")
-    lengths = f"{job.input_len} in / {job.output_len} out, " if kind_of(job.model) == "llm" else ""
+    lengths = f"{job.input_len} in / {job.output_len} out, " if kind_of(job) == "llm" else ""
     options = job.options.non_default()
     return (f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), "
             + (f"options {options}, " if options else "") + f"cell {job.cell_settings}")
@@ -363,7 +363,7 @@ class DeviceFigure:
 def _value(result: Result) -> Optional[float]:
     if result.status != "ok":
         return None
-    return result.metrics.tokens_per_s if kind_of(result.job.model) == "llm" else result.metrics.tflops
+    return result.metrics.tokens_per_s if kind_of(result.job) == "llm" else result.metrics.tflops
 
 
 def spec_fraction(result: Result) -> Optional[float]:
@@ -372,11 +372,14 @@ def spec_fraction(result: Result) -> Optional[float]:
     metrics, job = result.metrics, result.job
     if result.status != "ok" or job.device != "cuda":
         return None
-    if kind_of(job.model) == "llm":
+    if kind_of(job) == "llm":
         peaks, latency = GPUS.get(gpu_of(result)), metrics.latency
         if peaks is None or latency is None or not latency.step_median_ms:
             return None
-        return decode_step_bytes(job) / (latency.step_median_ms * 1e-3) / (peaks.bandwidth_gbs * 1e9)
+        step_bytes = decode_step_bytes(job)
+        if step_bytes is None:  # a layout the catalog does not count: bound unknown
+            return None
+        return step_bytes / (latency.step_median_ms * 1e-3) / (peaks.bandwidth_gbs * 1e9)
     if metrics.peak_fraction is not None:
         return metrics.peak_fraction
     peak = peak_tflops(gpu_of(result), job.precision, metrics.accumulation)
@@ -419,7 +422,7 @@ def _measured_efficiency(result: Result, calibrations: Sequence[Calibration]) ->
     calibration, metrics = calibration_for(result, calibrations), result.metrics
     if result.status != "ok" or result.job.device != "cuda" or calibration is None:
         return None
-    if kind_of(result.job.model) == "llm":
+    if kind_of(result.job) == "llm":
         peaks, of_spec = GPUS.get(gpu_of(result)), spec_fraction(result)
         if of_spec is None or peaks is None or not calibration.copy_gbs:
             return None
@@ -439,7 +442,7 @@ def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = (
         job = result.job
         rows.append(PerfRow(
             gpu=gpu_of(result), env=env_of(result), model=job.model, workflow=job.workflow, precision=job.precision,
-            batch=job.batch_size, kind=kind_of(job.model), status=result.status, reason=result.reason,
+            batch=job.batch_size, kind=kind_of(job), status=result.status, reason=result.reason,
             value=_value(result), speedup=_speedup(result, eager.get(_baseline_key(result), [])),
             efficiency=spec_fraction(result), accumulation=result.metrics.accumulation,
             correct=result.correctness.passed if result.correctness else None, result=result,
@@ -655,7 +658,7 @@ def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] 
     for result in results:
         latency = result.metrics.latency
         timed = result.metrics.tpot_ms or (latency is not None and latency.step_median_ms)
-        if result.status == "ok" and timed and result.job.device == "cuda" and kind_of(result.job.model) == "llm":
+        if result.status == "ok" and timed and result.job.device == "cuda" and kind_of(result.job) == "llm":
             groups[(gpu_of(result), env_of(result), result.job.model, result.job.workflow)].append(result)
     lines = []
     for (gpu, env, model, workflow), members in groups.items():
@@ -672,11 +675,14 @@ def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] 
         steps = []
         for result in members:
             step_bytes, latency = decode_step_bytes(result.job), result.metrics.latency
+            if step_bytes is None:  # a layout the catalog does not count: no bound to give
+                continue
             low, high = (latency.step_ci_low_ms, latency.step_ci_high_ms) if latency else (None, None)
             steps.append(DecodeStep(result.job.batch_size, latency.step_median_ms if latency else None,
                                     (low, high) if low is not None and high is not None else None,
                                     result.metrics.tpot_ms, step_bytes, step_bytes / (bandwidth * 1e9) * 1e3))
-        lines.append(DecodeLine(gpu, env, model, workflow, bandwidth, source, tuple(steps)))
+        if steps:
+            lines.append(DecodeLine(gpu, env, model, workflow, bandwidth, source, tuple(steps)))
     return sorted(lines, key=lambda line: (line.model, line.gpu, line.env, workflow_order(line.workflow)))
 
 

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import GPUS, MODELS, JobSpec, Result
+from mlcbench.schema import GPUS, JobSpec, Result
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,9 +59,10 @@ def finish(result: Result, env: str, gpu_tag: str, image_digest: Optional[str], 
     return result.model_copy(update={"provenance": provenance, "metrics": _derived(result, gpu_tag)})
 
 
-def decode_step_bytes(job: JobSpec) -> int:
-    """Bytes a decode step of this job reads at least, at the mean context length of its decode steps."""
-    return MODELS[job.model].decode_step_bytes(job.precision, job.batch_size, job.input_len + job.output_len // 2)
+def decode_step_bytes(job: JobSpec) -> Optional[int]:
+    """Bytes a decode step of this job reads at least, at the mean context length of its decode steps; None where
+    the model's weights are laid out in a way the catalog does not count (bound unknown)."""
+    return job.info.decode_step_bytes(job.precision, job.batch_size, job.input_len + job.output_len // 2)
 
 
 def _derived(result: Result, gpu_tag: str):
@@ -74,8 +75,9 @@ def _derived(result: Result, gpu_tag: str):
         peak = peaks.peak_tflops(job.precision, metrics.accumulation or "fp32")
         if peak:
             update["peak_fraction"] = metrics.tflops / peak
-    if metrics.tpot_ms:
+    step_bytes = decode_step_bytes(job) if metrics.tpot_ms else None
+    if metrics.tpot_ms and step_bytes is not None:
         # a decode step reads every weight and the KV cache once: bytes per step over the bandwidth
-        bytes_per_s = decode_step_bytes(job) / (metrics.tpot_ms * 1e-3)
+        bytes_per_s = step_bytes / (metrics.tpot_ms * 1e-3)
         update["bandwidth_fraction"] = bytes_per_s / (peaks.bandwidth_gbs * 1e9)
     return metrics.model_copy(update=update)

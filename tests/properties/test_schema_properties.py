@@ -38,6 +38,7 @@ CHANGES = {
     "seed": lambda job: job.seed + 1 if job.seed < 2**63 - 1 else 0,
     "options": lambda job: job.options.model_copy(update={"io_binding": not job.options.io_binding}),
     "model_path": lambda job: (job.model_path or "") + "/x",
+    "model_info": lambda job: job.info.model_copy(update={"hidden_size": job.info.hidden_size + 1}),
     "repetition": lambda job: job.repetition.model_copy(update={"max_processes": job.repetition.max_processes + 1}),
 }
 # what names a cell in a table (its row and column); every other field is a setting of the cell

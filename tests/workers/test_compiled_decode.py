@@ -63,16 +63,6 @@ def test_static_llama_shares_the_hf_weights_and_never_emits_eos():
     assert out.tokens.shape == (1, 4) and not (out.tokens == favourite).any()
 
 
-def test_a_llama_with_projection_bias_is_unsupported_with_the_reason(tmp_path, monkeypatch):
-    from transformers import LlamaConfig
-
-    original = llm_models.llama_config
-    monkeypatch.setattr(llm_models, "llama_config",
-                        lambda info: LlamaConfig(**{**original(info).to_dict(), "attention_bias": True}))
-    result = run_job(job(), tmp_path)
-    assert result.status == "unsupported" and "bias" in result.reason
-
-
 def test_compiled_decode_agrees_with_eager_cold_then_warm_from_the_cache_folder(tmp_path):
     cold = run_job(job(warmup=0, repeats=1), tmp_path)
     assert cold.status == "ok", cold.error

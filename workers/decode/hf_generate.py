@@ -30,13 +30,14 @@ class HFGenerateRunner:
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
                  on_token: Optional[Callable[[], None]] = None) -> Generation:
+        eos = self.model.config.eos_token_id  # Llama 3 declares several
         out = self.model.generate(
             input_ids,
             attention_mask=torch.ones_like(input_ids),
             do_sample=False,
             max_new_tokens=max_new_tokens,
             min_new_tokens=max_new_tokens,  # random weights hit EOS at random: force the length
-            pad_token_id=self.model.config.eos_token_id,
+            pad_token_id=eos[0] if isinstance(eos, list) else eos,
             return_dict_in_generate=True,
             output_logits=with_logits,
             streamer=_TokenClock(on_token) if on_token else None,

@@ -1,4 +1,7 @@
-"""A compact Llama for compiled decoding (gpt-fast style) over the weights of a Hugging Face LlamaForCausalLM.
+"""A compact Llama for compiled decoding (gpt-fast style) over the weights of a Hugging Face model of the Llama family
+as configs describe it: Llama 2/3 (RoPE scaling, as HF's rotary module computes its tables; attention and MLP biases),
+Mistral (sliding window while the sequence fits in it), Qwen2 (q/k/v biases); grouped-query heads, tied embeddings, a
+head_dim apart from hidden/heads. Anything else is Unfit, with its architecture's name: never a wrong number.
 
 The performance tricks, all visible here: q/k/v and gate/up are each one fused GEMM (fewer, larger kernels per
 layer); the KV cache is a static buffer of the module (same shapes every step, so one CUDA graph replays every
@@ -13,29 +16,63 @@ from torch import nn
 
 
 class Unfit(ValueError):
-    """The checkpoint uses a Llama variant this module does not implement; the message says which."""
+    """The model is not one this module implements; the message names its architecture and says why."""
 
 
-def check_fits(hf_model) -> None:
-    if hf_model.config.hidden_act != "silu":
-        raise Unfit(f"activation {hf_model.config.hidden_act!r} is not implemented (silu only)")
-    if any(module.bias is not None for module in hf_model.model.modules() if isinstance(module, nn.Linear)):
-        raise Unfit("projections with bias are not implemented")
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+# RoPE whose tables depend only on the position; "dynamic" and "longrope" change them with the sequence length
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
-def _fuse(linears: list[nn.Linear]) -> nn.Parameter:
-    """One weight [sum of outputs, in] for several projections of the same input; theirs become views of it."""
+def check_fits(hf_model, max_length: int) -> None:
+    """Unfit unless this module computes what the HF model computes over sequences of up to max_length positions."""
+    architecture, config = type(hf_model).__name__, hf_model.config
+    if architecture not in ARCHITECTURES:
+        raise Unfit(f"architecture {architecture} is not implemented (the Llama family: {', '.join(ARCHITECTURES)})")
+    if config.hidden_act != "silu":
+        raise Unfit(f"{architecture}: activation {config.hidden_act!r} is not implemented (silu only)")
+    rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope not in STATIC_ROPE_TYPES:
+        raise Unfit(f"{architecture}: RoPE type {rope!r} is not implemented ({', '.join(STATIC_ROPE_TYPES)})")
+    window = sliding_window(config)
+    if window is not None and max_length > window:
+        raise Unfit(f"{architecture}: sliding-window attention ({window} positions) over {max_length} positions is "
+                    f"not implemented")
+
+
+def sliding_window(config) -> "int | None":
+    """The window of the layers that attend through one, or None where every layer attends to all positions."""
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if window is None or (layer_types is not None and "sliding_attention" not in layer_types):
+        return None
+    return window
+
+
+def _fuse(linears: list[nn.Linear]) -> tuple[nn.Parameter, "nn.Parameter | None"]:
+    """One weight [sum of outputs, in] (and one bias, where they have biases) for several projections of the same
+    input; theirs become views of it."""
     fused = torch.cat([linear.weight.detach() for linear in linears])
+    biased = [linear.bias is not None for linear in linears]
+    if any(biased) and not all(biased):
+        raise Unfit(f"projections with and without bias fused into one ({biased}) are not implemented")
+    fused_bias = torch.cat([linear.bias.detach() for linear in linears]) if all(biased) else None
     offset = 0
     for linear in linears:
         rows = linear.weight.shape[0]
         linear.weight.data = fused[offset:offset + rows]
+        if fused_bias is not None:
+            linear.bias.data = fused_bias[offset:offset + rows]
         offset += rows
-    return nn.Parameter(fused, requires_grad=False)
+    return nn.Parameter(fused, requires_grad=False), _optional(fused_bias)
 
 
 def _shared(parameter: torch.Tensor) -> nn.Parameter:
     return nn.Parameter(parameter.detach(), requires_grad=False)
+
+
+def _optional(parameter: "torch.Tensor | None") -> "nn.Parameter | None":
+    return None if parameter is None else _shared(parameter)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -60,10 +97,10 @@ class Block(nn.Module):
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
         self.scale = self.head_dim ** -0.5
-        self.wqkv = _fuse([attention.q_proj, attention.k_proj, attention.v_proj])
-        self.wo = _shared(attention.o_proj.weight)
-        self.w13 = _fuse([mlp.gate_proj, mlp.up_proj])
-        self.w2 = _shared(mlp.down_proj.weight)
+        self.wqkv, self.bqkv = _fuse([attention.q_proj, attention.k_proj, attention.v_proj])
+        self.wo, self.bo = _shared(attention.o_proj.weight), _optional(attention.o_proj.bias)
+        self.w13, self.b13 = _fuse([mlp.gate_proj, mlp.up_proj])
+        self.w2, self.b2 = _shared(mlp.down_proj.weight), _optional(mlp.down_proj.bias)
         self.attention_norm = _shared(layer.input_layernorm.weight)
         self.ffn_norm = _shared(layer.post_attention_layernorm.weight)
         self.k_cache: torch.Tensor
@@ -80,13 +117,13 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attend(rms_norm(x, self.attention_norm, self.eps), positions, cos, sin)
-        gate, up = torch.nn.functional.linear(rms_norm(x, self.ffn_norm, self.eps), self.w13).chunk(2, dim=-1)
-        return x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2)
+        gate, up = torch.nn.functional.linear(rms_norm(x, self.ffn_norm, self.eps), self.w13, self.b13).chunk(2, dim=-1)
+        return x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
 
     def attend(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         batch, tokens, _ = x.shape
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        q, k, v = torch.nn.functional.linear(x, self.wqkv).split([q_size, kv_size, kv_size], dim=-1)
+        q, k, v = torch.nn.functional.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
         q = rotate(q.view(batch, tokens, self.heads, self.head_dim), cos, sin)
         k = rotate(k.view(batch, tokens, self.kv_heads, self.head_dim), cos, sin)
         v = v.view(batch, tokens, self.kv_heads, self.head_dim)
@@ -102,14 +139,15 @@ class Block(nn.Module):
         weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype)
         out = torch.matmul(weights, self.v_cache)  # [batch, kv_heads, group * tokens, head_dim]
         out = out.view(batch, self.kv_heads, group, tokens, self.head_dim).permute(0, 3, 1, 2, 4)
-        return torch.nn.functional.linear(out.reshape(batch, tokens, q_size), self.wo)
+        return torch.nn.functional.linear(out.reshape(batch, tokens, q_size), self.wo, self.bo)
 
 
 class StaticLlama(nn.Module):
-    def __init__(self, hf_model):
+    def __init__(self, hf_model, max_length: "int | None" = None):
+        """max_length: the most positions a generation will fill (prompt + new tokens); None: the model's maximum."""
         super().__init__()
         config = hf_model.config
-        check_fits(hf_model)
+        check_fits(hf_model, max_length or config.max_position_embeddings)
         self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
         self.embed = _shared(hf_model.model.embed_tokens.weight)
         self.layers = nn.ModuleList(Block(layer, config) for layer in hf_model.model.layers)

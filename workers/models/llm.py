@@ -1,5 +1,8 @@
-"""Llama LLMs: built from the catalog's config with seeded random weights directly on the target device, or loaded
-from a local Hugging Face checkpoint folder (job.model_path)."""
+"""LLMs: built with seeded random weights directly on the target device from the catalog's Llama config or from a
+suite's own Hugging Face config (ModelInfo.hf_config, any architecture AutoModelForCausalLM knows), or loaded from a
+local Hugging Face checkpoint folder (job.model_path)."""
+
+import copy
 
 import torch
 
@@ -26,6 +29,15 @@ def llama_config(info: ModelInfo):
     )
 
 
+def hf_config(info: ModelInfo):
+    """The transformers config of a suite's own model (its config.json, as read by the orchestrator)."""
+    from transformers import AutoConfig
+
+    assert info.hf_config is not None
+    settings = copy.deepcopy(info.hf_config)  # transformers edits nested settings (rope_scaling) in place
+    return AutoConfig.for_model(settings.pop("model_type"), **settings)
+
+
 def build(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
@@ -37,7 +49,10 @@ def build(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.devic
     torch.set_default_dtype(dtype)  # allocate in the target dtype: a 7B model in fp32 would need twice the memory
     try:
         with torch.device(device):
-            model = LlamaForCausalLM(llama_config(info))
+            if info.hf_config is None:
+                model = LlamaForCausalLM(llama_config(info))
+            else:
+                model = AutoModelForCausalLM.from_config(hf_config(info), dtype=dtype)
     finally:
         torch.set_default_dtype(previous)
     return model.eval()

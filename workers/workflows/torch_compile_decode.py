@@ -28,7 +28,7 @@ class TorchCompileDecode(Workflow):
 
     def prepare_llm(self, model, ctx):
         try:
-            static = StaticLlama(model)
+            static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len)
         except Unfit as unfit:
             raise Unsupported(f"{self.name}: {unfit}") from None
         # CUDA graphs need a GPU; on a CPU the same graphs run without them
