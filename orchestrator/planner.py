@@ -6,7 +6,7 @@ from typing import Mapping, Optional, Sequence
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.suites import SUITES
+from mlcbench.orchestrator.suites import builtin_names, check_checkpoint, get_suite
 from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, ProcessTiming, Result, Suite, why_not_run
 
 
@@ -33,10 +33,10 @@ class Filters:
     workflows: Sequence[str] = ()
     batch_sizes: Sequence[int] = ()
 
-    def validate(self) -> None:
+    def validate(self, suite: Suite) -> None:
         for model in self.models:
-            if model not in MODELS:
-                raise UsageError(f"unknown model {model!r}; known: {', '.join(sorted(MODELS))}")
+            if model not in MODELS and model not in suite.models:
+                raise UsageError(f"unknown model {model!r}; known: {', '.join(sorted([*MODELS, *suite.models]))}")
         for workflow in self.workflows:
             if workflow not in WORKFLOWS:
                 raise UsageError(f"unknown workflow {workflow!r}; known: {', '.join(WORKFLOWS)}")
@@ -50,29 +50,24 @@ class Filters:
 def expand(suite: Suite, target: Target, filters: Filters,
            checkpoints: Optional[Mapping[str, Path]] = None) -> list[JobSpec]:
     """The suite's jobs that pass the filters; an LLM named in checkpoints loads that Hugging Face folder instead of
-    random weights (a different cell: model_path is part of the job)."""
-    filters.validate()
-    checkpoints = dict(checkpoints or {})
-    for model, folder in checkpoints.items():
-        if MODELS.get(model) is None or MODELS[model].kind != "llm":
-            raise UsageError(f"--checkpoint {model}=...: not an LLM of the catalog "
-                             f"({', '.join(name for name, info in MODELS.items() if info.kind == 'llm')})")
-        if not (folder / "config.json").is_file():
-            raise UsageError(f"--checkpoint {model}={folder}: no config.json there (a Hugging Face model folder)")
+    random weights (a different cell: model_path is part of the job), once its config is found to be that model's."""
+    filters.validate(suite)
     suite_jobs = suite.expand(target.device)
     for label, attribute, values in (("model", "model", filters.models), ("workflow", "workflow", filters.workflows),
                                      ("batch size", "batch_size", filters.batch_sizes)):
         for value in values:
             if not _has(suite_jobs, attribute, value):
-                having = [name for name, other in SUITES.items() if _has(other.expand(target.device), attribute, value)]
+                having = [name for name in builtin_names() if _has(get_suite(name).expand(target.device), attribute, value)]
                 where = f"suites that have it: {', '.join(having)}" if having else "no suite has it"
                 raise UsageError(f"{label} {value!r} is not in suite {suite.name!r} ({where}); pick another --suite "
                                  f"or drop it from the filter")
     jobs = [job for job in suite_jobs if filters.keep(job)]
     if not jobs:
         raise UsageError(f"the filters leave no job of suite {suite.name!r} to run")
-    return [job.model_copy(update={"model_path": str(checkpoints[job.model].resolve())})
-            if job.model in checkpoints else job for job in jobs]
+    swept = {job.model: job.info for job in jobs}
+    folders = {model: str(check_checkpoint(model, folder, swept)) for model, folder in (checkpoints or {}).items()}
+    return [job.model_copy(update={"model_path": folders[job.model]}) if job.model in folders else job
+            for job in jobs]
 
 
 def is_final(result: Optional[Result], config_key: str) -> bool:

@@ -1,138 +1,212 @@
-"""The built-in suites. `paper` is the study's grid; `smoke` the same kinds of model scaled down for a CPU; `ort`
-ONNX Runtime on a GPU; `crossgen` what one GPU generation gains over the next."""
+"""Suites are TOML files: the built-in ones ship in `builtin_suites/` (`mlcbench suites --show NAME` prints one to copy
+and edit), and `--suite FILE.toml` reads anyone's. A suite's own models (`[models.NAME]`) are resolved here: an LLM's
+config.json is read from its folder or the local Hugging Face cache (no network), so that the job specs carry it to
+workers in any container."""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from pydantic import ValidationError
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.schema import Repetition, Suite, SuiteEntry, WorkflowOptions, workflows_for
+from mlcbench.schema import MODELS, ModelInfo, Suite
+from mlcbench.schema.catalog import ConfigError, llm_from_hf_config
+from mlcbench.schema.suites import ModelDefinition
 
-SYNTHETIC_ARCHS = ("matmul", "matmul-relu", "ffn", "ffn-multilayer")
-PAPER_BATCHES = [1, 4, 16, 64]
-LLMS = ["tinyllama-1.1b", "llama2-7b"]
-FFNS = [f"{arch}-{dims}" for dims in ("tinyllama", "llama2") for arch in ("ffn", "ffn-multilayer")]
-CROSSGEN_LLM_WORKFLOWS = ["eager", "torch_compile_static", "torch_compile_decode"]
-
-
-def _both_half_precisions(**entry) -> list[SuiteEntry]:
-    return [SuiteEntry(precision=precision, **entry) for precision in ("fp16", "bf16")]
-
-# a fresh worker process per cell costs seconds of start-up on a CPU (importing torch): one process a cell keeps
-# `make sweep` within minutes on 2 cores (no interval; a CPU's timings vary too much to decide anything anyway)
-SMOKE_REPETITION = Repetition(processes=1)
-# how the trust suite measures a cell: sub-millisecond FFN calls in 5 processes, whole LLM generate() calls in 3
-# (crossgen times its FFN cells the same way, so that a crossgen sweep into a trust store reuses them)
-FFN_TIMING = dict(warmup=10, repeats=30, repetition=Repetition(processes=5), timeout_s=600)
-LLM_TIMING = dict(warmup=0, repeats=2, repetition=Repetition(processes=3, max_processes=3), timeout_s=900)
-# the ort suite establishes what runs and the host-copy effect (10x and more), in one process per cell: it has to
-# fit in minutes of GPU time, exports included
-ORT_TIMING = dict(warmup=10, repeats=50, repetition=Repetition(processes=1, max_processes=1), timeout_s=600)
-ORT_LLM_TIMING = dict(warmup=2, repeats=5, repetition=Repetition(processes=1, max_processes=1), timeout_s=1200)
-
-# the compiled decode loops beside eager on both LLMs, shared by the decode and crossgen suites (so that a crossgen
-# sweep into a store that holds a decode sweep reuses its cells)
-DECODE_TIMING = dict(warmup=1, repeats=3, timeout_s=900)
-# batch sizes above 1 in one process: a cold whole-step compile costs minutes for each new batch size
-DECODE_ONE_PROCESS = dict(repetition=Repetition(processes=1, max_processes=1), **DECODE_TIMING)
-DECODE_ENTRIES = [
-    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[1],
-               repetition=Repetition(processes=2, max_processes=2), **DECODE_TIMING),
-    SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[64], **DECODE_ONE_PROCESS),
-]
-
-SUITES: dict[str, Suite] = {
-    "paper": Suite(
-        name="paper",
-        description="the study's grid: 4 synthetic models x 2 dim sets and TinyLlama-1.1B / Llama-2-7B, "
-                    "batch 1/4/16/64, 32 tokens in, 32 out",
-        entries=[
-            SuiteEntry(models=[f"{arch}-{dims}" for dims in ("tinyllama", "llama2") for arch in SYNTHETIC_ARCHS],
-                       workflows=workflows_for("synthetic"), batch_sizes=PAPER_BATCHES, warmup=10, repeats=50,
-                       timeout_s=900),
-            SuiteEntry(models=["tinyllama-1.1b", "llama2-7b"], workflows=workflows_for("llm"), batch_sizes=PAPER_BATCHES,
-                       warmup=2, repeats=5, timeout_s=1800),
-        ],
-    ),
-    "smoke": Suite(
-        name="smoke",
-        description="the paper's kinds of model scaled down, each cell in one fresh worker process, so that a whole sweep "
-                    "ends in minutes on 2 CPU cores",
-        entries=[
-            SuiteEntry(models=[f"{arch}-small" for arch in SYNTHETIC_ARCHS],
-                       workflows=["eager", "torch_compile", "onnxruntime", "torch_compile_openxla"],
-                       batch_sizes=[1, 4], warmup=1, repeats=5, repetition=SMOKE_REPETITION, timeout_s=300),
-            SuiteEntry(models=["ffn-small"], workflows=["aot_inductor"], batch_sizes=[1], warmup=1, repeats=5,
-                       repetition=SMOKE_REPETITION, timeout_s=300),
-            SuiteEntry(models=["llama-2layer"], workflows=["eager", "torch_compile", "torch_compile_forward",
-                                                                "torch_compile_static", "torch_compile_openxla",
-                                                                "torch_compile_openxla_static"],
-                       batch_sizes=[1], output_len=8, warmup=0, repeats=2, repetition=SMOKE_REPETITION, timeout_s=300),
-        ],
-    ),
-    "trust": Suite(
-        name="trust",
-        description="how far two sweeps of the same cells agree: eager, torch_compile and torch_compile_static on "
-                    "both LLMs and the FFNs at both dims, batch 1 and 64, each cell in 3 or 5 worker processes "
-                    "(LLMs: 3, 2 timed generate calls each); sweep it into two stores, then compare them",
-        entries=[
-            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 64], **FFN_TIMING),
-            SuiteEntry(models=LLMS, workflows=["eager", "torch_compile", "torch_compile_static"],
-                       batch_sizes=[1, 64], **LLM_TIMING),
-        ],
-    ),
-    "decode": Suite(
-        name="decode",
-        description="the compiled decode loops beside eager on both LLMs at batch 1 and 64; batch 1 in 2 worker "
-                    "processes (the first compiles cold, the second warm from the env's Inductor cache), batch 64 in "
-                    "one: a whole-step compile costs minutes cold",
-        entries=DECODE_ENTRIES,
-    ),
-    "ort": Suite(
-        name="ort",
-        description="ONNX Runtime's CUDA EP beside eager on the FFN models at both dims, fp16 and bf16, IO binding on "
-                    "and off; the static-shape export at b1/b64; TinyLlama decoded through its ONNX KV-cache graph",
-        entries=[
-            *_both_half_precisions(models=FFNS, workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1, 16, 64],
-                                   **ORT_TIMING),
-            *_both_half_precisions(models=FFNS, workflows=["onnxruntime_cuda"], batch_sizes=[1, 64],
-                                   options=WorkflowOptions(io_binding=False), **ORT_TIMING),
-            *_both_half_precisions(models=["ffn-llama2"], workflows=["onnxruntime"], batch_sizes=[1, 64],
-                                   **ORT_TIMING),
-            SuiteEntry(models=["tinyllama-1.1b"], workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1, 16, 64],
-                       **ORT_LLM_TIMING),
-            SuiteEntry(models=["tinyllama-1.1b"], workflows=["onnxruntime_cuda"], batch_sizes=[1, 64],
-                       options=WorkflowOptions(io_binding=False), **ORT_LLM_TIMING),
-            # fp16 too: the CUDA EP may lack bf16 kernels for some ops, and this row tells the path from the dtype
-            SuiteEntry(models=["tinyllama-1.1b"], workflows=["eager", "onnxruntime_cuda"], batch_sizes=[1],
-                       precision="fp16", **ORT_LLM_TIMING),
-        ],
-    ),
-    "crossgen": Suite(
-        name="crossgen",
-        description="one GPU generation against the next: the FFN models at batch 1/16/64 as the trust suite times "
-                    "them, both LLMs (eager and the compiled decode loops) at batch 1/16/64 as the decode suite times "
-                    "them (b1 in 2 processes, the others in 1: a cold whole-step compile costs minutes); run it on "
-                    "each GPU, merge the stores, then `mlcbench compare --gpu A --gpu B`",
-        entries=[
-            SuiteEntry(models=FFNS, workflows=["eager", "torch_compile"], batch_sizes=[1, 16, 64], **FFN_TIMING),
-            *DECODE_ENTRIES,
-            SuiteEntry(models=LLMS, workflows=CROSSGEN_LLM_WORKFLOWS, batch_sizes=[16], **DECODE_ONE_PROCESS),
-        ],
-    ),
-    "tiny": Suite(
-        name="tiny",
-        description="eight eager runs of small synthetic models in one worker process each, seconds in all: for "
-                    "checking a setup, and for tests (one process: no interval)",
-        entries=[
-            SuiteEntry(models=["matmul-small", "matmul-relu-small"], workflows=["eager"], batch_sizes=[1, 2, 4, 8],
-                       warmup=1, repeats=3, repetition=Repetition(processes=1, max_processes=1), timeout_s=120),
-        ],
-    ),
-}
+BUILTIN_DIR = Path(__file__).parent / "builtin_suites"
+# the worker-side module that says whether this interpreter's transformers can build a config as a causal LM
+ARCHITECTURE_CHECK = "mlcbench.workers.models.check"
 
 
-def get_suite(name: str) -> Suite:
-    if name not in SUITES:
-        raise UsageError(f"unknown suite {name!r}; known: {', '.join(SUITES)}")
-    return SUITES[name]
+def builtin_names() -> list[str]:
+    return sorted(path.stem for path in BUILTIN_DIR.glob("*.toml"))
+
+
+def builtin_text(name: str) -> str:
+    if name not in builtin_names():
+        raise UsageError(f"unknown suite {name!r}; known: {', '.join(builtin_names())}, or a .toml file")
+    return (BUILTIN_DIR / f"{name}.toml").read_text(encoding="utf-8")
+
+
+def get_suite(name_or_path: str) -> Suite:
+    """A built-in suite by name, or a suite file (a path, or any name ending in .toml)."""
+    path = Path(name_or_path).expanduser()
+    if name_or_path.endswith(".toml") or path.is_file():
+        if not path.is_file():
+            raise UsageError(f"--suite {name_or_path}: no such file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise UsageError(f"--suite {name_or_path}: cannot read it ({error})") from None
+        return parse_suite(text, str(path), path.parent)
+    return parse_suite(builtin_text(name_or_path), name_or_path, BUILTIN_DIR)
+
+
+def parse_suite(text: str, source: str, folder: Path) -> Suite:
+    """A suite from TOML text; errors name `source`, the entry and the field. Config folders are relative to `folder`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError(f"{source}: not valid TOML: {error}") from None
+    return suite_from_data(data, source, folder)
+
+
+def suite_from_data(data: dict[str, Any], source: str, folder: Path) -> Suite:
+    if "resolved_models" in data:
+        raise UsageError(f"{source}: resolved_models is filled from [models]; define models there")
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as error:
+        raise UsageError(f"{source}: {_first_error(error)}") from None
+    suite = suite.model_copy(update={"resolved_models": {
+        name: resolve_model(name, definition, folder, source) for name, definition in suite.models.items()}})
+    for index, entry in enumerate(suite.entries):
+        for model in entry.models:
+            info = suite.resolved_models.get(model) or MODELS[model]
+            if info.kind == "llm" and info.max_position_embeddings \
+                    and entry.input_len + entry.output_len > info.max_position_embeddings:
+                raise UsageError(f"{source}: entries[{index}]: {entry.input_len} tokens in + {entry.output_len} out "
+                                 f"is beyond {model}'s {info.max_position_embeddings} positions "
+                                 f"(max_position_embeddings)")
+    return suite
+
+
+def _first_error(error: ValidationError) -> str:
+    problem = error.errors()[0]
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]).lstrip(".")
+    message = problem["msg"].removeprefix("Value error, ")
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{where}: {message}{more}" if where else message + more
+
+
+def resolve_model(name: str, definition: ModelDefinition, folder: Path, source: str) -> ModelInfo:
+    """The model a definition describes; an LLM's config.json read from its folder or the Hugging Face cache."""
+    if definition.config is None:
+        return definition.synthetic_info()
+    where = f"{source}: models.{name}.config"
+    config = read_hf_config(definition.config, folder, where)
+    try:
+        info = llm_from_hf_config(config, definition.precision)
+    except (ConfigError, ValidationError) as error:
+        raise UsageError(f"{where}: {error}") from None
+    unknown = unknown_architecture(config)
+    if unknown:
+        raise UsageError(f"{where}: {unknown}")
+    return info
+
+
+def read_hf_config(config: str, folder: Path, where: str) -> dict[str, Any]:
+    """config.json of a folder (relative to `folder`), or of a model id in the local Hugging Face cache."""
+    path = (folder / Path(config).expanduser()) if not Path(config).expanduser().is_absolute() \
+        else Path(config).expanduser()
+    if path.is_dir():
+        file = path / "config.json"
+        if not file.is_file():
+            raise UsageError(f"{where}: {path} has no config.json (a Hugging Face model folder has one)")
+    elif path.is_file() and path.name.endswith(".json"):
+        file = path
+    else:
+        file = _cached_config(config, where)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"{where}: {file} is not a readable JSON file ({error})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: {file} holds no JSON object")
+    return data
+
+
+def _cached_config(model_id: str, where: str) -> Path:
+    """config.json of a Hub model id from the local cache only (nothing is downloaded)."""
+    if model_id.count("/") != 1 or model_id.startswith((".", "/", "~")):
+        raise UsageError(f"{where}: {model_id!r} is neither a folder nor a Hugging Face model id (owner/name)")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        raise UsageError(f"{where}: {model_id!r} is not a folder, and huggingface_hub (which reads the local "
+                         f"Hugging Face cache) is not installed here; give the model's folder") from None
+    found = try_to_load_from_cache(model_id, "config.json")
+    if not isinstance(found, str):
+        raise UsageError(f"{where}: {model_id!r} is not a folder, nor in the local Hugging Face cache (mlcbench "
+                         f"downloads nothing: `hf download {model_id} config.json` first, or give its folder)")
+    return Path(found)
+
+
+def unknown_architecture(config: dict[str, Any]) -> Optional[str]:
+    """Why this interpreter's transformers cannot build the config as a causal LM, or None when it can or when
+    transformers is not installed here (the worker then reports it). Asked in a subprocess: the orchestrator never
+    imports torch, which transformers' model registry does."""
+    check = subprocess.run([sys.executable, "-m", ARCHITECTURE_CHECK], input=json.dumps(config), text=True,
+                           capture_output=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if check.returncode == 0:
+        return check.stdout.strip() or None
+    return None
+
+
+def grid_suite(models: list[str], workflows: list[str], batch_sizes: list[int], input_len: Optional[int],
+               output_len: Optional[int]) -> Suite:
+    """A one-entry suite from the command line, validated as a suite file is: each model a catalog name, a folder
+    with a config.json (named after the folder) or a model id in the local Hugging Face cache."""
+    if not workflows:
+        raise UsageError("a grid from the command line needs --workflow (e.g. eager,torch_compile_static)")
+    own: dict[str, dict[str, str]] = {}
+    names = []
+    for model in models:
+        if model in MODELS:
+            names.append(model)
+            continue
+        name = Path(model.rstrip("/")).name if Path(model).expanduser().exists() else model.replace("/", "--")
+        if name in MODELS:
+            raise UsageError(f"--model {model}: its name {name!r} is a catalog model's; rename the folder")
+        own[name] = {"config": str(Path(model).expanduser().absolute()) if Path(model).expanduser().exists()
+                     else model}
+        names.append(name)
+    entry: dict[str, Any] = {"models": names, "workflows": workflows, "batch_sizes": batch_sizes or [1]}
+    entry.update({key: value for key, value in (("input_len", input_len), ("output_len", output_len))
+                  if value is not None})
+    data = {"name": "command-line", "description": "a grid given on the command line", "models": own,
+            "entries": [entry]}
+    return suite_from_data(data, "the command line", Path.cwd())
 
 
 def default_suite(device: str) -> str:
     return "paper" if device == "cuda" else "smoke"
+
+
+# what a checkpoint must share with the model it gives weights to (its precision and positions may differ)
+_SAME_MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                      "num_key_value_heads", "vocab_size", "attention_head_dim", "tie_word_embeddings", "qkv_bias",
+                      "o_bias", "mlp_bias", "num_experts")
+
+
+def check_checkpoint(model: str, folder: Path, swept: Mapping[str, ModelInfo]) -> Path:
+    """The folder, once its config.json is found to describe `model` (an LLM of the sweep): same architecture, same
+    dims. Anything else would be stored, and judged, as a model it is not."""
+    option = f"--checkpoint {model}={folder}"
+    info = swept.get(model)
+    if info is None or info.kind != "llm":
+        llms = ", ".join(name for name, other in swept.items() if other.kind == "llm") or "none"
+        what = "not a model of this sweep" if info is None else "not an LLM of the catalog or of the suite"
+        raise UsageError(f"{option}: {what} (this sweep's LLMs: {llms})")
+    if not (folder / "config.json").is_file():
+        raise UsageError(f"{option}: no config.json there (a Hugging Face model folder)")
+    config = read_hf_config(str(folder), Path.cwd(), option)
+    try:
+        theirs = llm_from_hf_config(config)
+    except (ConfigError, ValidationError) as error:
+        raise UsageError(f"{option}: {error}") from None
+    expected_type = (info.hf_config or {}).get("model_type", "llama")
+    differences = [f"model_type {config.get('model_type')!r} (not {expected_type!r})"] \
+        if config.get("model_type") != expected_type else []
+    differences += [f"{name} {getattr(theirs, name)} (not {getattr(info, name)})" for name in _SAME_MODEL_FIELDS
+                    if getattr(theirs, name) != getattr(info, name)]
+    if differences:
+        raise UsageError(f"{option}: its config.json is not {model}'s: {'; '.join(differences)}. To run it as a "
+                         f"model of its own: --model {folder}, or config = \"{folder}\" under [models.NAME] in a "
+                         f"suite file")
+    return folder.resolve()

@@ -1,43 +1,100 @@
-from typing import Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from mlcbench.schema.base import StrictModel
-from mlcbench.schema.catalog import MODELS
+from mlcbench.schema.catalog import MODELS, ModelInfo
 from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowOptions
+
+BatchSize = Annotated[int, Field(ge=1, le=4096)]
+SyntheticArchitecture = Literal["matmul", "matmul-relu", "ffn", "ffn-multilayer"]
+
+
+class ModelDefinition(StrictModel):
+    """A suite's own model: an LLM from a Hugging Face config.json (`config`: a folder that holds one, or a model id
+    already in the local Hugging Face cache), or a synthetic model by architecture and dims."""
+
+    config: Optional[str] = None
+    architecture: Optional[SyntheticArchitecture] = None
+    hidden_size: Optional[int] = Field(default=None, ge=1)
+    intermediate_size: Optional[int] = Field(default=None, ge=1)
+    depth: Optional[int] = Field(default=None, ge=1)
+    # None: the config's dtype (LLMs), fp32 (synthetic)
+    precision: Optional[Precision] = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "ModelDefinition":
+        synthetic = (self.architecture, self.hidden_size, self.intermediate_size, self.depth)
+        if self.config is not None:
+            if any(value is not None for value in synthetic):
+                raise ValueError("give either config (an LLM) or architecture and dims (a synthetic model), not both")
+        elif self.architecture is None or self.hidden_size is None or self.intermediate_size is None:
+            raise ValueError("give config (a Hugging Face config folder or cached model id) or architecture, "
+                             "hidden_size and intermediate_size (a synthetic model)")
+        elif self.depth is not None and self.architecture != "ffn-multilayer":
+            raise ValueError(f"depth is for ffn-multilayer, not {self.architecture}")
+        return self
+
+    def synthetic_info(self) -> ModelInfo:
+        assert self.architecture is not None and self.hidden_size and self.intermediate_size
+        return ModelInfo(kind="synthetic", architecture=self.architecture.replace("-", "_"),  # type: ignore[arg-type]
+                         hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
+                         depth=self.depth or (8 if self.architecture == "ffn-multilayer" else 1),
+                         default_precision=self.precision or "fp32")
 
 
 class SuiteEntry(StrictModel):
     """A grid: every model x workflow x batch size, at each model's default precision unless given."""
 
-    models: list[str]
-    workflows: list[str]
-    batch_sizes: list[int]
+    models: list[str] = Field(min_length=1)
+    workflows: list[str] = Field(min_length=1)
+    batch_sizes: list[BatchSize] = Field(min_length=1)
     precision: Optional[Precision] = None
-    input_len: int = 32
-    output_len: int = 32
-    warmup: int = 3
-    repeats: int = 10
+    input_len: int = Field(default=32, ge=1, le=8192)
+    output_len: int = Field(default=32, ge=1, le=8192)
+    warmup: int = Field(default=3, ge=0, le=1000)
+    repeats: int = Field(default=10, ge=1, le=10000)
     repetition: Repetition = Repetition()
-    timeout_s: float = 1200.0
+    timeout_s: float = Field(default=1200.0, gt=0, le=86400)
     options: WorkflowOptions = WorkflowOptions()
 
 
 class Suite(StrictModel):
     name: str
     description: str
+    # the suite's own models by name, beside the catalog's
+    models: dict[str, ModelDefinition] = {}
     entries: list[SuiteEntry] = Field(min_length=1)
+    # each of `models` as built from its definition (an LLM's config.json read by the orchestrator, which fills this
+    # when it loads a suite; a suite file never sets it): what the jobs carry to the workers
+    resolved_models: dict[str, ModelInfo] = {}
+
+    @model_validator(mode="after")
+    def _known_models(self) -> "Suite":
+        for name in self.models:
+            if name in MODELS:
+                raise ValueError(f"models.{name}: {name!r} is a catalog model; give the suite's own model another name")
+        for index, entry in enumerate(self.entries):
+            for model in entry.models:
+                if model not in MODELS and model not in self.models:
+                    raise ValueError(f"entries[{index}].models: unknown model {model!r}; neither the catalog's "
+                                     f"({', '.join(sorted(MODELS))}) nor one of the suite's [models]")
+        return self
 
     def expand(self, device: str) -> list[JobSpec]:
         jobs: list[JobSpec] = []
         seen: set[str] = set()
         for entry in self.entries:
             for model in entry.models:
+                own = self.resolved_models.get(model) if model in self.models else None
+                if model in self.models and own is None:
+                    raise ValueError(f"model {model!r} of suite {self.name!r} was not resolved from its definition")
+                info = own or MODELS[model]
                 for workflow in entry.workflows:
                     for batch in entry.batch_sizes:
                         job = JobSpec(
-                            model=model, workflow=workflow,
-                            precision=entry.precision or MODELS[model].default_precision,
+                            model=model, model_info=own, workflow=workflow,
+                            precision=entry.precision or info.default_precision,
                             batch_size=batch, input_len=entry.input_len, output_len=entry.output_len,
                             warmup=entry.warmup, repeats=entry.repeats, repetition=entry.repetition, timeout_s=entry.timeout_s,
                             device=device, options=entry.options,

@@ -25,9 +25,9 @@ from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOp
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.store.redaction import mask
-from mlcbench.orchestrator.suites import SUITES, default_suite, get_suite
+from mlcbench.orchestrator.suites import builtin_names, builtin_text, default_suite, get_suite, grid_suite
 from mlcbench.orchestrator.reports.tables import results_table
-from mlcbench.schema import FINAL_STATUSES, Status
+from mlcbench.schema import FINAL_STATUSES, MODELS, Status
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 
 # the statuses of jobs that did not end with an answer
@@ -62,6 +62,9 @@ def _checkpoints(values: Optional[list[str]]) -> dict[str, Path]:
         model, separator, folder = value.partition("=")
         if not separator or not model or not folder:
             raise UsageError(f"--checkpoint {value!r}: expected MODEL=FOLDER, e.g. tinyllama-1.1b=/models/TinyLlama")
+        if model in checkpoints:
+            raise UsageError(f"--checkpoint {model}= given twice ({checkpoints[model]} and {folder}): one set of "
+                             f"weights per model")
         checkpoints[model] = Path(folder).expanduser()
     return checkpoints
 
@@ -87,7 +90,9 @@ def _batch_sizes(values: Optional[list[str]]) -> list[int]:
 @app.command()
 @exits_cleanly
 def sweep(
-    suite: Annotated[Optional[str], typer.Option(help="paper (default on a GPU) or smoke (default on a CPU)")] = None,
+    suite: Annotated[Optional[str], typer.Option(
+        help="a built-in suite (paper, the default on a GPU; smoke on a CPU; `mlcbench suites` lists them) or a "
+             "suite file, FILE.toml (`mlcbench suites --show paper` prints one to start from)")] = None,
     env: Annotated[Optional[list[str]], typer.Option(help="env name(s), comma-separated or repeated")] = None,
     gpu: Annotated[Optional[str], typer.Option(help="GPU tag: rtx4090, rtx5090, a100, h100, h200, l40s, l4, cpu")] = None,
     gpus: Annotated[Optional[str], typer.Option(
@@ -95,10 +100,17 @@ def sweep(
     force_gpu_tag: Annotated[bool, typer.Option(help="tag results with --gpu even if the hardware differs")] = False,
     db: DbOption = DEFAULT_DB,
     rerun: Annotated[bool, typer.Option(help="run again jobs that already have a final result")] = False,
-    model: Annotated[Optional[list[str]], typer.Option(help="only these models")] = None,
+    model: Annotated[Optional[list[str]], typer.Option(
+        help="only these models of the suite; without --suite, a model not in the catalog (a folder with a "
+             "config.json, or a model id in the local Hugging Face cache) or --input-len/--output-len make a grid "
+             "of --model x --workflow x --batch-size of its own")] = None,
     workflow: Annotated[Optional[list[str]], typer.Option(help="only these workflows")] = None,
     batch_size: Annotated[Optional[list[str]], typer.Option(help="only these batch sizes (comma-separated or "
                                                                  "repeated)")] = None,
+    input_len: Annotated[Optional[int], typer.Option(help="prompt tokens of a grid from the command line "
+                                                          "(default 32)")] = None,
+    output_len: Annotated[Optional[int], typer.Option(help="generated tokens of a grid from the command line "
+                                                           "(default 32)")] = None,
     workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = DEFAULT_CACHE_DIR,
     runtime: Annotated[Runtime, typer.Option(
@@ -132,10 +144,14 @@ def sweep(
         refuse_sqlite(db)
     else:
         target = resolve_target(gpu, detect(), force_gpu_tag, gpus)
+    models, workflows, batch_sizes = split(model, "--model"), split(workflow, "--workflow"), _batch_sizes(batch_size)
+    if _is_grid(suite, models, input_len, output_len):
+        chosen, filters = grid_suite(list(models), list(workflows), batch_sizes, input_len, output_len), Filters()
+    else:
+        chosen = get_suite(suite or default_suite(target.device))
+        filters = Filters(models=models, workflows=workflows, batch_sizes=batch_sizes)
     options = sweeping.SweepOptions(
-        suite=get_suite(suite or default_suite(target.device)), env_names=list(split(env, "--env")) or ["local"],
-        target=target, filters=Filters(models=split(model, "--model"), workflows=split(workflow, "--workflow"),
-                                       batch_sizes=_batch_sizes(batch_size)),
+        suite=chosen, env_names=list(split(env, "--env")) or ["local"], target=target, filters=filters,
         rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
         worker_scope=worker_scope.value,
     )
@@ -176,6 +192,17 @@ def sweep(
         raise typer.Exit(ExitCode.INTERRUPTED)
     if failed:
         raise typer.Exit(ExitCode.JOBS_FAILED)
+
+
+def _is_grid(suite: Optional[str], models: list[str], input_len: Optional[int], output_len: Optional[int]) -> bool:
+    """A grid from the command line: lengths given, or a model the catalog does not have; never beside --suite."""
+    lengths = input_len is not None or output_len is not None
+    if suite is not None:
+        if lengths:
+            raise UsageError("--input-len/--output-len make a grid of their own: set a suite's lengths in its file "
+                             "(mlcbench suites --show NAME), or leave out --suite")
+        return False
+    return lengths or any(name not in MODELS for name in models if Path(name).expanduser().exists() or "/" in name)
 
 
 def writable_folder(path: Path, option: str) -> None:
@@ -255,10 +282,15 @@ def results(
 
 
 @app.command()
-def suites() -> None:
-    """List the built-in suites."""
-    for suite in SUITES.values():
-        console.print(f"[bold]{suite.name}[/]: {suite.description}")
+@exits_cleanly
+def suites(show: Annotated[Optional[str], typer.Option(
+        help="print this built-in suite's TOML file, to copy, edit and run with --suite FILE.toml")] = None) -> None:
+    """List the built-in suites, or print one (--show NAME)."""
+    if show is not None:
+        print(builtin_text(show), end="")
+        return
+    for name in builtin_names():
+        console.print(f"[bold]{name}[/]: {get_suite(name).description}")
 
 
 def _register_commands() -> None:

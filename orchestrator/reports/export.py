@@ -19,6 +19,7 @@ class FlatRow:
     gpu: str
     env: str
     model: str
+    weights: str  # a checkpoint folder, or seeded random weights
     workflow: str
     precision: str
     batch: int
@@ -85,7 +86,7 @@ def flat_row(result: Result) -> FlatRow:
     latency, gpu = metrics.latency, provenance.gpu
     cold, warm = metrics.compile_cold, metrics.compile_warm
     return FlatRow(
-        gpu=gpu_of(result), env=env_of(result), model=job.model, workflow=job.workflow, precision=job.precision,
+        gpu=gpu_of(result), env=env_of(result), model=job.model, weights=job.weights, workflow=job.workflow, precision=job.precision,
         batch=job.batch_size, status=result.status, reason=result.reason, tokens_per_s=metrics.tokens_per_s,
         ttft_ms=metrics.ttft_ms, tpot_ms=metrics.tpot_ms, tflops=metrics.tflops, peak_fraction=metrics.peak_fraction,
         bandwidth_fraction=metrics.bandwidth_fraction, step_ms=latency.step_median_ms if latency else None,

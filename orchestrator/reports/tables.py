@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mlcbench.orchestrator.reports.data import deciding_timing, wide
-from mlcbench.schema import Result, Timing
+from mlcbench.schema import JobSpec, Result, Timing
 
 
 STATUS_STYLE = {"ok": "green", "unsupported": "dim", "failed": "red", "oom": "magenta", "timeout": "yellow",
@@ -55,6 +55,11 @@ def results_table(results: Iterable[Result], title: str = "results") -> ResultsT
     return ResultsTable(results, title)
 
 
+def _model(job: JobSpec) -> str:
+    """The model, and the checkpoint whose weights it ran with (random weights go unsaid)."""
+    return f"{job.model} (weights {job.model_path})" if job.model_path else job.model
+
+
 def wide_table(results: list[Result], title: str) -> Table:
     table = Table(title=title, show_lines=False)
     for name, justify in [("gpu", "left"), ("env", "left"), ("model", "left"), ("workflow", "left"),
@@ -67,7 +72,7 @@ def wide_table(results: list[Result], title: str) -> Table:
         correct = "" if result.correctness is None else ("yes" if result.correctness.passed else "[red]NO[/]")
         style = STATUS_STYLE.get(result.status, "")
         table.add_row(
-            result.provenance.gpu_tag or "", result.provenance.env or "", job.model, job.workflow_label(), job.precision,
+            result.provenance.gpu_tag or "", result.provenance.env or "", _model(job), job.workflow_label(), job.precision,
             str(job.batch_size), f"[{style}]{result.status}[/]",
             _median(metrics.latency), _throughput(result),
             _num(metrics.compile_s), correct, (result.reason or "")[:80],
@@ -88,7 +93,7 @@ def compact_table(results: list[Result], title: str) -> Table:
     table.add_column("compile s", justify="right", no_wrap=True)
     for result in results:
         job, metrics = result.job, result.metrics
-        label = Text(f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}")
+        label = Text(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
         if result.reason:
             label.append(f"\n{result.reason}", style="dim")
         status = Text(result.status, style=STATUS_STYLE.get(result.status, ""))

@@ -1,0 +1,162 @@
+"""Suites as TOML files: the built-in ones printed and read back, a suite's own models from config folders, the grid
+from the command line, --checkpoint checked against the model it replaces, and every bad input one line, exit 2."""
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.suites import builtin_names, get_suite, grid_suite
+
+REPO = Path(__file__).resolve().parents[2]
+SUITES = REPO / "benchmarks" / "suites"
+OWN_MODELS = SUITES / "own-models.toml"
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_a_builtin_suite_printed_and_read_back_gives_the_same_jobs(name, tmp_path):
+    shown = CliRunner().invoke(app, ["suites", "--show", name])
+    assert shown.exit_code == 0, shown.output
+    copy = tmp_path / f"my-{name}.toml"
+    copy.write_text(shown.stdout)
+    for device in ("cuda", "cpu"):
+        builtin = [job.job_id for job in get_suite(name).expand(device)]
+        assert builtin and [job.job_id for job in get_suite(str(copy)).expand(device)] == builtin
+
+
+def test_builtin_job_ids_are_those_of_the_suites_written_in_python():
+    # ids computed before the suites became files: a store written then still resumes
+    assert get_suite("smoke").expand("cpu")[0].job_id == "a132f2c191c3c37f"
+    assert get_suite("paper").expand("cuda")[-1].job_id == "df7d393a83da18ee"
+    assert get_suite("decode").expand("cuda")[0].job_id == "9a96fc2679d521df"
+
+
+def test_own_models_carry_their_config_and_keep_their_ids_wherever_the_file_lies(tmp_path):
+    jobs = get_suite(str(OWN_MODELS)).expand("cpu")
+    assert {job.model for job in jobs} == {"llama3-tiny", "qwen2-tiny"}
+    llama = next(job for job in jobs if job.model == "llama3-tiny")
+    assert llama.model_info.hf_config["rope_scaling"]["rope_type"] == "llama3"
+    assert llama.model_info.tie_word_embeddings and llama.model_info.head_dim == 32
+    assert llama.precision == "fp32"
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(SUITES, moved, ignore=shutil.ignore_patterns("llama3-8b*"))
+    assert [job.job_id for job in get_suite(str(moved / "own-models.toml")).expand("cpu")] == [j.job_id for j in jobs]
+
+
+def test_the_readme_example_is_the_committed_suite_file():
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert block == OWN_MODELS.read_text()
+
+
+def test_the_grid_from_the_command_line_is_a_one_entry_suite():
+    suite = grid_suite([str(SUITES / "configs" / "qwen2-tiny"), "llama-2layer"], ["eager", "torch_compile_decode"],
+                       [1, 8], 128, 64)
+    jobs = suite.expand("cpu")
+    assert len(suite.entries) == 1 and len(jobs) == 2 * 2 * 2
+    assert {(job.model, job.input_len, job.output_len) for job in jobs} == {("qwen2-tiny", 128, 64),
+                                                                            ("llama-2layer", 128, 64)}
+    assert {job.batch_size for job in jobs} == {1, 8}
+
+
+def _suite(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "bad.toml"
+    path.write_text(body)
+    return str(path)
+
+
+GOOD_ENTRY = '[[entries]]\nmodels = ["tiny"]\nworkflows = ["eager"]\nbatch_sizes = [1]\n'
+HEAD = 'name = "bad"\ndescription = "bad"\n'
+
+
+def _config_folder(tmp_path: Path, **settings) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir(exist_ok=True)
+    base = json.loads((SUITES / "configs" / "llama3-tiny" / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**base, **settings}))
+    return folder
+
+
+BAD_SUITES = {
+    "malformed TOML": (lambda tmp: _suite(tmp, HEAD + "[[entries]\n"), "bad.toml: not valid TOML"),
+    "an unknown field": (lambda tmp: _suite(tmp, HEAD + '[[entries]]\nmodels = ["ffn-small"]\nworkflows = ["eager"]\n'
+                                                 'batch_sizes = [1]\nbatchsize = 4\n'),
+                         "bad.toml: entries[0].batchsize: Extra inputs are not permitted"),
+    "a config folder without config.json": (
+        lambda tmp: (tmp / "empty").mkdir() or _suite(tmp, HEAD + '[models.tiny]\nconfig = "empty"\n' + GOOD_ENTRY),
+        "bad.toml: models.tiny.config: "),
+    "an architecture transformers does not know": (
+        lambda tmp: _config_folder(tmp, model_type="nonsense", architectures=["NonsenseForCausalLM"])
+        and _suite(tmp, HEAD + '[models.tiny]\nconfig = "model"\n' + GOOD_ENTRY),
+        "architecture NonsenseForCausalLM (model_type 'nonsense'): transformers"),
+    "a batch of 0": (lambda tmp: _suite(tmp, HEAD + '[[entries]]\nmodels = ["ffn-small"]\nworkflows = ["eager"]\n'
+                                                'batch_sizes = [1, 0]\n'),
+                     "bad.toml: entries[0].batch_sizes[1]: Input should be greater than or equal to 1"),
+    "an output length beyond the model's maximum positions": (
+        lambda tmp: _config_folder(tmp) and _suite(tmp, HEAD + '[models.tiny]\nconfig = "model"\n' + GOOD_ENTRY
+                                                   + "output_len = 250\n"),
+        "bad.toml: entries[0]: 32 tokens in + 250 out is beyond tiny's 256 positions"),
+    "an unknown model": (lambda tmp: _suite(tmp, HEAD + GOOD_ENTRY), "entries[0].models: unknown model 'tiny'"),
+}
+
+
+@pytest.mark.parametrize("make, message", BAD_SUITES.values(), ids=BAD_SUITES.keys())
+def test_a_bad_suite_file_is_one_error_line_exit_2_and_nothing_stored(mlcbench, tmp_path, make, message):
+    done = mlcbench("sweep", "--suite", make(tmp_path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "/nonexistent/folder", "--workflow", "eager"], "'/nonexistent/folder' is neither a folder nor"),
+    (["--model", "llama-2layer", "--workflow", "eager", "--output-len", "600"], "beyond llama-2layer's 512 positions"),
+    (["--model", "llama-2layer", "--input-len", "8"], "a grid from the command line needs --workflow"),
+    (["--suite", "smoke", "--output-len", "8"], "--input-len/--output-len make a grid of their own"),
+    (["--suite", "smoke", "--model", "llama-2layer", "--checkpoint", "tinyllama-1.1b=/tmp"],
+     "--checkpoint tinyllama-1.1b=/tmp: not a model of this sweep"),
+    (["--suite", "smoke", "--checkpoint", "llama-2layer=/a", "--checkpoint", "llama-2layer=/b"], "given twice"),
+])
+def test_bad_grid_and_checkpoint_options_are_exit_2(mlcbench, tmp_path, args, message):
+    done = mlcbench("sweep", *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_checkpoint_of_another_shape_is_refused_naming_each_difference(mlcbench, tmp_path):
+    folder = _config_folder(tmp_path)  # llama3-tiny's config: not llama-2layer's dims
+    done = mlcbench("sweep", "--suite", "smoke", "--model", "llama-2layer", "--checkpoint", f"llama-2layer={folder}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "hidden_size 64 (not 256)" in done.stderr and "tie_word_embeddings True (not False)" in done.stderr
+    assert f"--model {folder}" in done.stderr  # how to run it as a model of its own
+    gpt2 = tmp_path / "gpt2"
+    gpt2.mkdir()
+    (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 8,
+                                                  "vocab_size": 32000}))
+    done = mlcbench("sweep", "--suite", "smoke", "--model", "llama-2layer", "--checkpoint", f"llama-2layer={gpt2}")
+    assert done.returncode == 2 and "model_type 'gpt2' (not 'llama')" in done.stderr, done.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_own_models_run_end_to_end_correct_against_eager_and_unsupported_with_the_reason(mlcbench, tmp_path):
+    """The README's example, at batch 1: eager, torch_compile_static and torch_compile_decode on a Llama-3-style and a
+    Qwen2-style model from their config folders, in the local env."""
+    done = mlcbench("sweep", "--suite", str(OWN_MODELS), "--batch-size", "1", timeout=1500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = sqlite3.connect(tmp_path / "results" / "mlcbench.db").execute(
+        "select model, workflow, status, result_json from results").fetchall()
+    assert {(model, workflow, status) for model, workflow, status, _ in rows} == {
+        (model, workflow, "ok") for model in ("llama3-tiny", "qwen2-tiny")
+        for workflow in ("eager", "torch_compile_static", "torch_compile_decode")}
+    for model, workflow, _, result_json in rows:
+        result = json.loads(result_json)
+        assert result["job"]["model_info"]["hf_config"]["model_type"] in ("llama", "qwen2")
+        if workflow != "eager":
+            assert result["correctness"]["passed"], (model, workflow, result["correctness"])
