@@ -199,6 +199,15 @@ def no_verdict(result: Result) -> Optional[str]:
     return None
 
 
+def ratio_label(ratio: stats.Ratio) -> str:
+    """'2.00× [1.90–2.10]', '≈ (not significant)' where the interval holds 1.0, '2.00× (no interval)'."""
+    if ratio.significant is False:
+        return "≈ (not significant)"
+    if ratio.significant is None:
+        return f"{ratio.value:.2f}× (no interval)"
+    return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}]"
+
+
 @dataclass(frozen=True)
 class Speedup:
     """Baseline (eager) time / this result's time, with its 95 % interval (orchestrator/stats.py)."""
@@ -210,6 +219,8 @@ class Speedup:
     # why either side cannot carry a verdict (None: both can)
     baseline_no_verdict: Optional[str] = None
     candidate_no_verdict: Optional[str] = None
+    # judged on device time: what the whole calls say (shown beside, so a reader sees what device time separated)
+    whole_call: Optional[stats.Ratio] = None
 
     @property
     def value(self) -> float:
@@ -229,14 +240,9 @@ class Speedup:
         return 1.0 if self.significant is False else self.value
 
     def label(self) -> str:
-        if self.significant is False:
-            text = "≈ (not significant)"
-        elif self.significant is None:
-            text = f"{self.value:.2f}× (no interval)"
-        else:
-            text = f"{self.value:.2f}× [{self.ratio.low:.2f}–{self.ratio.high:.2f}]"
+        text = ratio_label(self.ratio)
         if self.figure == "device time":
-            text += " on device time"
+            text += " on device time" + (f"; whole call {ratio_label(self.whole_call)}" if self.whole_call else "")
         if self.baseline_sweep:
             text += f" vs eager of sweep {self.baseline_sweep}"
         # the candidate's own evidence is shown beside its figure; the baseline's only here
@@ -404,8 +410,9 @@ def _speedup(result: Result, baselines: list[Result]) -> Optional[Speedup]:
                    key=lambda b: b.provenance.ended_at.timestamp() if b.provenance.ended_at else 0.0)
     other = None if same else (baseline.provenance.sweep_id or "unknown")
     ratio, figure = time_ratio(baseline.metrics.latency, latency)  # type: ignore[arg-type]
+    whole_call = stats.speedup(baseline.metrics.latency, latency) if figure == "device time" else None  # type: ignore
     return Speedup(ratio, baseline_sweep=other, figure=figure, baseline_no_verdict=no_verdict(baseline),
-                   candidate_no_verdict=no_verdict(result))
+                   candidate_no_verdict=no_verdict(result), whole_call=whole_call)
 
 
 def calibration_for(result: Result, calibrations: Sequence[Calibration]) -> Optional[Calibration]:
@@ -687,6 +694,47 @@ def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] 
 
 
 @dataclass(frozen=True)
+class SpreadRow:
+    """How far a synthetic cell's processes land apart: max / min of their medians, of the whole call and of the
+    device time (the GPU time of one call) of the same processes."""
+
+    gpu: str
+    env: str
+    model: str
+    workflow: str
+    precision: str
+    batch: int
+    processes: int
+    whole_call: float
+    device: Optional[float]  # None where the cell has no device time
+    device_method: Optional[str]
+
+
+def _max_over_min(samples: Iterable[list[float]]) -> Optional[float]:
+    medians = [median(calls) for calls in samples if calls]
+    return max(medians) / min(medians) if len(medians) > 1 and min(medians) > 0 else None
+
+
+def spread_rows(results: Iterable[Result]) -> list[SpreadRow]:
+    """Synthetic cells measured in two processes or more (their spread is what decides whether device time is the
+    figure that discriminates)."""
+    rows = []
+    for result in results:
+        latency, job = result.metrics.latency, result.job
+        if result.status != "ok" or latency is None or kind_of(job.model) != "synthetic":
+            continue
+        whole_call = _max_over_min(p.samples_ms for p in latency.processes)
+        if whole_call is None:
+            continue
+        device = device_timing(latency)
+        rows.append(SpreadRow(gpu_of(result), env_of(result), job.model, job.workflow, job.precision, job.batch_size,
+                              len(latency.processes), whole_call,
+                              _max_over_min(p.samples_ms for p in device.processes) if device else None,
+                              latency.device_method))
+    return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow), r.precision, r.batch))
+
+
+@dataclass(frozen=True)
 class NotOk:
     """A run of a support cell that did not end ok."""
 
@@ -891,10 +939,8 @@ class CompareRow:
             return "— (check failed: no ratio)"
         if self.change is None or self.change.significant is None:
             text = "—" if self.ratio is None else f"{self.ratio:.2f}× (no interval)"
-        elif not self.change.significant:
-            text = "≈ (not significant)"
         else:
-            text = f"{self.change.value:.2f}× [{self.change.low:.2f}–{self.change.high:.2f}]"
+            text = ratio_label(self.change)
         if self.ratio is None:
             return text
         if self.figure == "device time":

@@ -134,6 +134,11 @@ def _sections(report: Report, figures: list[Figure]) -> list[str]:
                                         "compile s (max)", "cold / warm s (processes)", "load s (median)",
                                         "peak memory",
                                         "at batch"], cost_rows)))
+    if report.spread:
+        sections.append(_section("Between-process spread of the synthetic cells", _table(
+            "max / min of the process medians: of the whole call, and of the device time of the same processes",
+            fmt.SPREAD_HEADER, [("<tr>" + "".join(_cell(text, "text" if i < 5 else "") for i, text in
+                                                   enumerate(fmt.spread(row))) + "</tr>") for row in report.spread])))
     if report.decode:
         lines = "".join(f"<li>{escape(line.describe())}</li>" for line in report.decode)
         sections.append(_section("Where decode time goes (per-step time of the timed calls against the memory bound)",

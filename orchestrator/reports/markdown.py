@@ -109,6 +109,9 @@ def markdown(report: Report) -> str:
         parts += ["### Compile time (first call, compile included; cold / warm: the compile caches empty / full, "
                   "median over that many processes) and "
                   "peak GPU memory", _costs(report)]
+    if report.spread:
+        parts += ["### Between-process spread of the synthetic cells (max / min of the process medians)",
+                  _rows(fmt.SPREAD_HEADER, [fmt.spread(row) for row in report.spread])]
     if report.decode:
         parts += ["### Where decode time goes (per-step time of the timed calls against the memory bound)",
                   "\n".join(f"- {line.describe()}" for line in report.decode)]

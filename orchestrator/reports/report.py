@@ -6,7 +6,8 @@ from typing import Optional
 
 from mlcbench.orchestrator.reports.data import (CheckRow, Comparison, CostRow, DecodeLine, PerfRow, ProvenanceRow,
                                                 Selection, SupportMatrix, ThroughputTable, comparisons_in, cost_rows,
-                                                decode_lines, failed_checks, perf_rows, provenance_rows,
+                                                SpreadRow, decode_lines, failed_checks, perf_rows, provenance_rows,
+                                                spread_rows,
                                                 support_matrices, throughput_tables)
 from mlcbench.orchestrator.reports.p3 import P3Row, p3_rows
 from mlcbench.schema import Calibration, Result
@@ -28,6 +29,7 @@ class Report:
     p3: tuple[P3Row, ...]
     comparisons: tuple[Comparison, ...]
     calibrations: tuple[Calibration, ...] = ()
+    spread: tuple[SpreadRow, ...] = ()
 
 
 def build_report(results: list[Result], source: str, selection: Selection,
@@ -41,4 +43,4 @@ def build_report(results: list[Result], source: str, selection: Selection,
         decode=tuple(decode_lines(results, calibrations)),
         support=tuple(support_matrices(results)), failed_checks=tuple(failed_checks(results)),
         provenance=tuple(provenance_rows(results)), p3=tuple(p3_rows(perf)), comparisons=tuple(comparisons_in(perf)),
-        calibrations=calibrations)
+        calibrations=calibrations, spread=tuple(spread_rows(results)))

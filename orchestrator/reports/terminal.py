@@ -98,6 +98,13 @@ def report_renderables(report: Report) -> list[RenderableType]:
                       fmt.number(c.load_s_median),
                       fmt.gigabytes(c.peak_mem_bytes))
     parts.append(costs)
+    if report.spread:
+        spread = Table(title="between-process spread of the synthetic cells (max / min of the process medians)")
+        for name in fmt.SPREAD_HEADER:
+            spread.add_column(name)
+        for row in report.spread:
+            spread.add_row(*fmt.spread(row))
+        parts.append(spread)
     if report.decode:
         parts.append(Group(Text("where decode time goes (per-step time of the timed calls against the memory bound)",
                                 style="bold"), *(Text(f"  {line.describe()}") for line in report.decode)))

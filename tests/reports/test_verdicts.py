@@ -168,13 +168,14 @@ def test_a_tiny_cell_is_judged_on_device_time_where_both_sides_have_it():
     rows = perf_rows([eager, compiled])
     speedup = _row(rows, "torch_compile").speedup
     assert speedup.figure == "device time" and speedup.significant and speedup.value == pytest.approx(2.0, rel=0.01)
-    assert "on device time" in speedup.label()
+    # what the whole calls said is shown beside: the device time separated a cell the whole call could not
+    assert "on device time; whole call ≈ (not significant)" in speedup.label()
     # the figure that decides is tight: no flag; the whole call's own figure and interval are still shown
     row = _row(rows, "torch_compile")
     assert row.flags() == [] and row.decided_on == "device time"
     assert row.device.median_ms == pytest.approx(0.1, rel=0.01)
     text = markdown(build_report([eager, compiled], "test", Selection()))
-    assert re.search(r"; device time \(CUDA-graph replay\) [\d.,]+ \[[\d.,]+–[\d.,]+\] \([12]\.\d\d× \[[\d.]+–[\d.]+\] on device time\)",
+    assert re.search(r"; device time \(CUDA-graph replay\) [\d.,]+ \[[\d.,]+–[\d.,]+\] \([12]\.\d\d× \[[\d.]+–[\d.]+\] on device time;",
                      text)
     [table] = throughput_tables(rows)
     assert table.fastest[0].workflow == "torch_compile" and "on device time" in table.fastest[0].text
@@ -303,3 +304,12 @@ def test_a_failed_check_says_how_it_was_checked_and_where_it_failed_in_every_rep
     for text in (_terminal(report), markdown(report), write_html(report, tmp_path / "html").read_text()):
         assert where in " ".join(text.split())
     assert "### P3 summary" in markdown(report)
+
+
+def test_the_report_sets_the_between_process_spread_of_the_whole_call_beside_the_device_time(tmp_path: Path):
+    tiny = cell("ffn-tinyllama", "eager", [0.3, 0.9, 0.5], device=[0.200, 0.202, 0.198])
+    report = build_report([tiny, cell("tinyllama-1.1b", "eager", [40.0, 40.2, 39.8])], "test", Selection())
+    [row] = report.spread  # synthetic cells only
+    assert row.whole_call == pytest.approx(3.0) and row.device == pytest.approx(0.202 / 0.198)
+    for text in (_terminal(report), markdown(report), write_html(report, tmp_path / "html").read_text()):
+        assert "3.00×" in text and "1.02× (CUDA-graph replay)" in text
