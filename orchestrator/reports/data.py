@@ -721,7 +721,7 @@ def spread_rows(results: Iterable[Result]) -> list[SpreadRow]:
     rows = []
     for result in results:
         latency, job = result.metrics.latency, result.job
-        if result.status != "ok" or latency is None or kind_of(job.model) != "synthetic":
+        if result.status != "ok" or latency is None or kind_of(job) != "synthetic":
             continue
         whole_call = _max_over_min(p.samples_ms for p in latency.processes)
         if whole_call is None:

@@ -92,7 +92,7 @@ def flat_row(result: Result) -> FlatRow:
         bandwidth_fraction=metrics.bandwidth_fraction, step_ms=latency.step_median_ms if latency else None,
         step_ci_low_ms=latency.step_ci_low_ms if latency else None,
         step_ci_high_ms=latency.step_ci_high_ms if latency else None,
-        step_bandwidth_fraction=spec_fraction(result) if kind_of(job.model) == "llm" else None,
+        step_bandwidth_fraction=spec_fraction(result) if kind_of(job) == "llm" else None,
         median_ms=latency.median_ms if latency else None,
         p10_ms=latency.p10_ms if latency else None, p90_ms=latency.p90_ms if latency else None,
         cv=latency.cv if latency else None, ci_low_ms=latency.ci_low_ms if latency else None,
