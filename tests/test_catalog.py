@@ -12,7 +12,7 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from mlcbench.orchestrator.envs import env_names, load_env
+from mlcbench.orchestrator.envs import env_folder, env_names, load_env
 from mlcbench.schema import REFERENCE, WORKFLOWS, EnvSpec, ModelKind, why_not_run
 from mlcbench.workers.workflows import WorkflowModuleError, workflow_class
 from mlcbench.workers.workflows.base import Workflow
@@ -145,3 +145,31 @@ def test_the_loader_takes_a_modules_one_workflow_class_and_names_it_after_the_mo
 def test_a_workflow_module_with_zero_or_two_workflow_classes_is_a_clear_error(classes):
     with pytest.raises(WorkflowModuleError, match=f"defines {len(classes)} Workflow subclasses"):
         workflow_class(_module("mlcbench.workers.workflows.mine", **classes))
+
+
+def _readme_envs_table() -> list[str]:
+    """The env names of the README's environments table (the one after the support matrix)."""
+    section = (REPO / "README.md").read_text().split("## Support matrix", 1)[1]
+    table = section[section.index("\n| env |"):].split("\n\n", 1)[0]
+    return [re.fullmatch(r"`([\w.-]+)`", line.split("|")[1].strip()).group(1) for line in table.splitlines()
+            if line.startswith("| `")]
+
+
+@pytest.mark.parametrize("env", env_names())
+def test_every_docker_env_has_a_dockerfile_and_a_readme_row(env):
+    spec = load_env(env)
+    if spec.runtime == "docker":
+        assert (env_folder(env) / "Dockerfile").is_file(), f"envs/{env}: a docker env builds from its Dockerfile"
+    assert env in _readme_envs_table()
+
+
+def test_contributing_names_only_tests_that_exist():
+    """CONTRIBUTING.md says which tests hold each step: every one it names is there."""
+    named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", (REPO / "CONTRIBUTING.md").read_text())
+    assert len(named) >= 10
+    for path, function in named:
+        assert (REPO / path).is_file(), path
+        if function:
+            tree = ast.parse((REPO / path).read_text())
+            assert function in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}, \
+                f"{path}::{function}"
