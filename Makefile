@@ -1,4 +1,4 @@
-# mlcbench: `make sweep` sets itself up and runs the default sweep; `make test` runs the tests.
+# mlcbench: `make sweep` sets itself up and runs the default sweep; `make test` runs the tests, ruff included.
 VENV ?= .venv
 PYTHON ?= python3
 GPU ?=
@@ -7,7 +7,7 @@ SUITE ?=
 DB ?= sqlite:///results/mlcbench.db
 BIN := $(VENV)/bin
 
-.PHONY: sweep test results clean-venv
+.PHONY: sweep test lint results clean-venv
 
 $(BIN)/mlcbench: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ results: $(BIN)/mlcbench
 
 test: $(BIN)/mlcbench
 	$(BIN)/python -m pytest -q
+
+# ruff alone (make test runs it too, as tests/test_lint.py)
+lint: $(BIN)/mlcbench
+	$(BIN)/ruff check .
 
 clean-venv:
 	rm -rf $(VENV)

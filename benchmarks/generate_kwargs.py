@@ -8,14 +8,12 @@ A check that the LLM figures mlcbench stores are those of generate() itself, not
 
 import argparse
 import statistics
-import sys
 
+import torch
 
-import torch  # noqa: E402
-
-from mlcbench.schema import MODELS, JobSpec  # noqa: E402
-from mlcbench.workers.models import llm  # noqa: E402
-from mlcbench.workers.decode.hf_generate import HFGenerateRunner  # noqa: E402
+from mlcbench.schema import MODELS, JobSpec
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
+from mlcbench.workers.models import llm
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -46,22 +44,26 @@ def main() -> None:
           f"median of {args.repeats}")
     print(f"{'batch':>5} {'variant':<48} {'tok/s':>9}")
     for batch in args.batch or [1, 64]:
-        job = JobSpec(model=args.model, workflow="eager", precision=info.default_precision, batch_size=batch)
-        model = llm.build(info, job, DTYPES[info.default_precision], device)
-        prompt = llm.prompt_ids(info, job, device)
-        variants = {
-            "mlcbench HFGenerateRunner": lambda: HFGenerateRunner(model).generate(prompt, 32),
-            "generate(max/min_new_tokens=32)": lambda: model.generate(
-                prompt, do_sample=False, max_new_tokens=32, min_new_tokens=32, pad_token_id=2),
-            "generate(max_new_tokens=32), may stop at EOS": lambda: model.generate(
-                prompt, do_sample=False, max_new_tokens=32, pad_token_id=2),
-        }
-        with torch.no_grad():
-            for name, call in variants.items():
-                ms = median_ms(call, warmup=3, repeats=args.repeats)
-                print(f"{batch:>5} {name:<48} {batch * 32 / (ms * 1e-3):>9.1f}", flush=True)
-        del model
-        torch.cuda.empty_cache()
+        measure_batch(args.model, batch, args.repeats, device)
+        torch.cuda.empty_cache()  # the batch's model was freed when measure_batch returned
+
+
+def measure_batch(model_name: str, batch: int, repeats: int, device: torch.device) -> None:
+    info = MODELS[model_name]
+    job = JobSpec(model=model_name, workflow="eager", precision=info.default_precision, batch_size=batch)
+    model = llm.build(info, job, DTYPES[info.default_precision], device)
+    prompt = llm.prompt_ids(info, job, device)
+    variants = {
+        "mlcbench HFGenerateRunner": lambda: HFGenerateRunner(model).generate(prompt, 32),
+        "generate(max/min_new_tokens=32)": lambda: model.generate(
+            prompt, do_sample=False, max_new_tokens=32, min_new_tokens=32, pad_token_id=2),
+        "generate(max_new_tokens=32), may stop at EOS": lambda: model.generate(
+            prompt, do_sample=False, max_new_tokens=32, pad_token_id=2),
+    }
+    with torch.no_grad():
+        for name, call in variants.items():
+            ms = median_ms(call, warmup=3, repeats=repeats)
+            print(f"{batch:>5} {name:<48} {batch * 32 / (ms * 1e-3):>9.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -38,3 +38,22 @@ def schema_url():
     with admin.begin() as connection:
         connection.execute(text(f"DROP SCHEMA {name} CASCADE"))
     admin.dispose()
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """Makes a file unwritable even for root (chattr +i), or, for other users, read-only; undone afterwards."""
+    made = []
+
+    def make(path: Path) -> None:
+        if os.geteuid() == 0:
+            if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+                pytest.skip("chattr +i is not available on this filesystem")
+        else:
+            path.chmod(0o444)
+        made.append(path)
+
+    yield make
+    for path in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)

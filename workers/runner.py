@@ -4,15 +4,13 @@ import functools
 import os
 import platform
 import socket
-import sys
-import time
 import traceback
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import Correctness, GpuInfo, JobSpec, Metrics, Provenance, Result, why_not_run
+from mlcbench.schema import GpuInfo, JobSpec, Metrics, Provenance, Result, why_not_run
 from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.exchange import append_line, append_model
 from mlcbench.workers.workflows.base import Unsupported

@@ -5,7 +5,6 @@ the work folders of ended sweeps are removed but for the latest failed one."""
 import errno
 import hashlib
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -74,25 +73,6 @@ def test_a_file_given_as_a_folder_is_refused_before_anything_runs(tmp_path, opti
     one_error_line(runner.invoke(app, [*TINY, "--db", f"sqlite:///{db}", option, str(tmp_path / "a-file")]),
                    ExitCode.USAGE, f"{option} {tmp_path / 'a-file'}: {tmp_path / 'a-file'} is a file, not a folder")
     assert not db.exists()
-
-
-@pytest.fixture
-def immutable(tmp_path):
-    """Makes a file unwritable even for root (chattr +i), or, for other users, read-only; undone afterwards."""
-    made = []
-
-    def make(path: Path) -> None:
-        if os.geteuid() == 0:
-            if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
-                pytest.skip("chattr +i is not available on this filesystem")
-        else:
-            path.chmod(0o444)
-        made.append(path)
-
-    yield make
-    for path in made:
-        if os.geteuid() == 0:
-            subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 def test_an_immutable_store_is_read_by_the_read_commands_and_refused_by_a_sweep(tmp_path, immutable):

@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.store import Store
 from tests.orchestrator.stores import JOB, tagged
-from tests.orchestrator.test_hostile_cli import immutable  # noqa: F401 - a fixture
 
 runner = CliRunner()
 

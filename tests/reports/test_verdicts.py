@@ -18,8 +18,7 @@ from mlcbench.orchestrator.reports.p3 import p3_rows
 from mlcbench.orchestrator.reports.report import build_report
 from mlcbench.orchestrator.reports.terminal import comparison_table, report_renderables
 from mlcbench.orchestrator.store.provenance import decode_step_bytes
-from mlcbench.schema import (GPUS, CompileCost, Correctness, JobSpec, Metrics, ProcessTiming, Provenance, Result,
-                             Timing)
+from mlcbench.schema import GPUS, CompileCost, Correctness, JobSpec, Metrics, ProcessTiming, Provenance, Result
 
 
 def _spread(median: float) -> list[float]:

@@ -1,8 +1,6 @@
 """The torchscript workflow end to end through the local env: a worker process of the env's runtime, the job's
 result read back by the host, the traced module checked against eager."""
 
-import pytest
-
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.local import LocalRuntime

@@ -27,18 +27,12 @@ def calibrate(device: str) -> Calibration:
     calibration = Calibration(device=device, gpu=gpu, copy_bytes=copy_bytes, gemm_n=n,
                               measured_at=datetime.now(timezone.utc))
     try:
-        source = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
-        target = torch.empty_like(source)
-        copy = time_calls(lambda: target.copy_(source), WARMUP, REPEATS, cuda)
-        del source, target
+        copy = _copy_timing(copy_bytes, device)
         tflops = {}
         dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
         for precision in PRECISIONS[device]:
-            a = torch.randn(n, n, dtype=dtypes[precision], device=device)
-            b = torch.randn(n, n, dtype=dtypes[precision], device=device)
-            gemm = time_calls(lambda: a @ b, WARMUP, REPEATS, cuda)
+            gemm = _matmul_timing(n, dtypes[precision], device)
             tflops[precision] = 2 * n ** 3 / (gemm.median_ms * 1e-3) / 1e12
-            del a, b
         calibration = calibration.model_copy(update={
             "copy_gbs": 2 * copy_bytes / (copy.median_ms * 1e-3) / 1e9, "gemm_tflops": tflops})
     except Exception:  # a partial calibration is still worth keeping; the reason goes with it
@@ -49,3 +43,22 @@ def calibrate(device: str) -> Calibration:
     if gpu and gpu.uuid:
         clocks.append(read_clocks(gpu.uuid, "end"))
     return calibration.model_copy(update={"clocks": [reading for reading in clocks if reading is not None]})
+
+
+# each in a function of its own, so that its buffers are freed when it returns
+
+
+def _copy_timing(copy_bytes: int, device: str):
+    import torch
+
+    source = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    return time_calls(lambda: target.copy_(source), WARMUP, REPEATS, device == "cuda")
+
+
+def _matmul_timing(n: int, dtype, device: str):
+    import torch
+
+    a = torch.randn(n, n, dtype=dtype, device=device)
+    b = torch.randn(n, n, dtype=dtype, device=device)
+    return time_calls(lambda: a @ b, WARMUP, REPEATS, device == "cuda")
