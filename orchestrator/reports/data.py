@@ -335,6 +335,19 @@ class PerfRow:
             method=latency.device_method)
 
     @property
+    def set_aside(self) -> Optional["SeriesFigure"]:
+        """The cell's other series where a test found it to be another program than the figure's (its cold processes
+        beside a warm figure): its own figure, interval and process count."""
+        latency = self.result.metrics.latency
+        if self.value is None or latency is None or not latency.other_series:
+            return None
+        other = stats.combine(latency.other_series, latency.method, 0.0)
+        interval = ((self._scaled(other.ci_high_ms), self._scaled(other.ci_low_ms))
+                    if other.ci_low_ms is not None and other.ci_high_ms is not None else None)
+        return SeriesFigure("cold" if latency.series == "warm" else "other", self._scaled(other.median_ms),  # type: ignore
+                            interval, len(latency.other_series))  # type: ignore[arg-type]
+
+    @property
     def decided_on(self) -> FigureName:
         latency = self.result.metrics.latency
         return "whole call" if latency is None else deciding_timing(latency)[1]
@@ -356,6 +369,14 @@ class PerfRow:
         if any(f is not None and f > 1 for f in (self.efficiency, self.measured_efficiency)):
             found.append("over 100 % of a bound")
         return found
+
+
+@dataclass(frozen=True)
+class SeriesFigure:
+    name: str
+    value: float
+    interval: Optional[tuple[float, float]]
+    processes: int
 
 
 @dataclass(frozen=True)
@@ -567,8 +588,10 @@ def _ok_by_cell_group(results: Iterable[Result]) -> dict[tuple[str, str, str, st
 
 
 def _compiles(result: Result) -> list[tuple[float, Optional[str]]]:
-    """(compile seconds, Inductor cache state) of each worker process of a result (one, for a single-process one)."""
-    processes = result.metrics.latency.processes if result.metrics.latency else []
+    """(compile seconds, Inductor cache state) of each worker process of a result (one, for a single-process one),
+    a series set aside included."""
+    latency = result.metrics.latency
+    processes = [*latency.processes, *latency.other_series] if latency else []
     measured = [(p.compile_s, p.compile_cache) for p in processes if p.compile_s is not None]
     if measured:
         return measured

@@ -64,6 +64,10 @@ def perf(row: "PerfRow") -> str:
     text = interval(row.value, row.interval, digits)
     if evidence(row):
         text += f" {evidence(row)}"
+    other = row.set_aside
+    if other is not None:
+        text += (f"; {other.name} series (another program, not in the figure) "
+                 f"{interval(other.value, other.interval, digits)} n={other.processes}")
     device = row.device
     if device is not None:
         how = DEVICE_METHODS.get(device.method or "", "method not recorded")

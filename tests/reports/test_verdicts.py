@@ -312,3 +312,28 @@ def test_the_report_sets_the_between_process_spread_of_the_whole_call_beside_the
     assert row.whole_call == pytest.approx(3.0) and row.device == pytest.approx(0.202 / 0.198)
     for text in (_terminal(report), markdown(report), write_html(report, tmp_path / "html").read_text()):
         assert "3.00×" in text and "1.02× (CUDA-graph replay)" in text
+
+
+def test_a_cell_whose_cold_and_warm_processes_ran_different_programs_is_reported_as_two_series(tmp_path: Path):
+    """The precompile run's Llama-2 decode b1 cell pooled a cold process (178 ms) and a warm one without CUDA graphs
+    (218 ms) into one figure; the host now keeps them apart and every report shows both."""
+    processes = [ProcessTiming(samples_ms=_spread(m), compile_s=s, compile_cache=state)
+                 for m, s, state in ((178.0, 180.0, "cold"), (179.0, 181.0, "cold"), (177.5, 179.0, "cold"),
+                                     (218.0, 50.0, "warm"), (219.0, 52.0, "warm"), (217.0, 51.0, "warm"))]
+    timing = stats.combine_cell(processes, "cuda_events", 0.02)
+    assert timing.series == "warm" and len(timing.other_series) == 3
+    result = cell("llama2-7b", "torch_compile_decode", [10.0], passed=True)
+    result = result.model_copy(update={"metrics": result.metrics.model_copy(update={
+        "latency": timing, "tokens_per_s": 32 / timing.median_ms * 1e3,
+        "compile_cold": stats.compile_cost(processes, "cold"), "compile_warm": stats.compile_cost(processes, "warm")})})
+    [row] = perf_rows([result])
+    assert row.value == pytest.approx(32 / 218 * 1e3, rel=0.01)
+    assert row.set_aside.name == "cold" and row.set_aside.processes == 3
+    assert row.set_aside.value == pytest.approx(32 / 178.2 * 1e3, rel=0.01)
+    report = build_report([result], "test", Selection())
+    for text in (_terminal(report), markdown(report), write_html(report, tmp_path / "html").read_text()):
+        flat = " ".join(text.split())
+        assert re.search(r"146\.\d \[[\d.–]+\] warm; cold series \(another program, not in the figure\) 179\.\d "
+                         r"\[[\d.–]+\] n=3", flat)
+    [cost] = cost_rows([result])
+    assert (cost.compile_cold_s, cost.compile_cold_n, cost.compile_warm_s, cost.compile_warm_n) == (180.0, 3, 51.0, 3)
