@@ -1,7 +1,7 @@
 import hashlib
 from typing import Any, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS, ModelInfo
@@ -68,11 +68,12 @@ class JobSpec(StrictModel):
     model: str
     workflow: str
     precision: Precision
-    batch_size: int = Field(ge=1, le=4096)
-    input_len: int = Field(default=32, ge=1, le=8192)
-    output_len: int = Field(default=32, ge=1, le=8192)
-    warmup: int = Field(default=3, ge=0, le=1000)
-    repeats: int = Field(default=10, ge=1, le=10000)
+    # strict: a job file's 1e3 or true is refused, not run as batch 1000 or 1
+    batch_size: StrictInt = Field(ge=1, le=4096)
+    input_len: StrictInt = Field(default=32, ge=1, le=8192)
+    output_len: StrictInt = Field(default=32, ge=1, le=8192)
+    warmup: StrictInt = Field(default=3, ge=0, le=1000)
+    repeats: StrictInt = Field(default=10, ge=1, le=10000)
     repetition: Repetition = Repetition()
     timeout_s: float = Field(default=1200.0, gt=0, le=86400)
     device: Literal["cuda", "cpu"] = "cuda"

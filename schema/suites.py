@@ -6,7 +6,8 @@ from mlcbench.schema.base import StrictModel
 from mlcbench.schema.catalog import MODELS, ModelInfo
 from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowOptions
 
-BatchSize = Annotated[int, Field(ge=1, le=4096)]
+# strict: a suite file's 1e3 or true is refused, not run as batch 1000 or 1
+BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
 SyntheticArchitecture = Literal["matmul", "matmul-relu", "ffn", "ffn-multilayer"]
 
 

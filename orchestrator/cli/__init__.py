@@ -12,22 +12,24 @@ from pathlib import Path
 from typing import Annotated, Optional, get_args
 
 import typer
+from rich.markup import escape
 
 from mlcbench.orchestrator import sweep as sweeping, workdirs
-from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly, split, warn_unreadable
+from mlcbench.orchestrator.cli.console import (DbOption, ProgressListener, console, exits_cleanly, split, statuses,
+                                                warn_unreadable)
 from mlcbench.orchestrator.cli.cluster import submit_sweep
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.envs.images import connect
 from mlcbench.orchestrator.errors import MEANINGS, EnvironmentFailure, ExitCode, UsageError
-from mlcbench.orchestrator.gpu import detect, resolve_target
+from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target, tag_for
 from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.store.redaction import mask
 from mlcbench.orchestrator.suites import builtin_names, builtin_text, default_suite, get_suite, grid_suite
-from mlcbench.orchestrator.reports.tables import results_table
-from mlcbench.schema import FINAL_STATUSES, MODELS, Status
+from mlcbench.orchestrator.reports.tables import history_table, results_table
+from mlcbench.schema import FINAL_STATUSES, MODELS, JobSpec, Status
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 
 # the statuses of jobs that did not end with an answer
@@ -38,7 +40,10 @@ app = typer.Typer(help="Which ML-compiler workflow is fastest for your model on 
                   epilog="Exit codes of every command: " + "; ".join(f"{code.value} {meaning}"
                                                                      for code, meaning in MEANINGS.items()))
 
-DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
+# parameters from which a model is warned of on a CPU (TinyLlama's 1.1B is; the smoke suite's llama-2layer is not)
+LARGE_ON_A_CPU = 1_000_000_000
+# attempts `results --history` lists unless --limit says
+HISTORY_LIMIT = 50
 SLURM_PANEL = "Slurm (--runtime slurm)"
 
 
@@ -156,7 +161,8 @@ def sweep(
         worker_scope=worker_scope.value,
     )
     envs = [load_env(name) for name in options.env_names]
-    sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fail before the store is touched
+    jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
+    warn_of_large_models_on_a_cpu(jobs, target)
     writable_folder(workdir, "--workdir")
     writable_folder(cache_dir, "--cache-dir")
     # what would fail every job is found out before a job runs or a row is stored
@@ -167,7 +173,7 @@ def sweep(
             usable_folder(cache_dir / spec.name, "--cache-dir")
     store = Store(db)
     store.check_writable()
-    console.print(f"suite [bold]{options.suite.name}[/] on [bold]{target.tag}[/] ({target.device}), "
+    console.print(f"suite [bold]{options.suite.name}[/] on [bold]{escape(hardware(target))}[/], "
                   f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
     if runtime is Runtime.slurm:
         sbatch = SbatchOptions(partition=partition, gres=gres, time=time_limit, cpus_per_task=cpus_per_task,
@@ -183,7 +189,7 @@ def sweep(
     failed = any(result.status not in FINAL_STATUSES for result in report.stored)
     workdirs.tidy(workdir, options.sweep_id, failed)
     if report.stored:
-        console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {target.tag}"))
+        console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
     console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
     if report.interrupted:
         resume = mask(shlex.join(["mlcbench", *sys.argv[1:]]), store.secrets)
@@ -203,6 +209,27 @@ def _is_grid(suite: Optional[str], models: list[str], input_len: Optional[int], 
                              "(mlcbench suites --show NAME), or leave out --suite")
         return False
     return lengths or any(name not in MODELS for name in models if Path(name).expanduser().exists() or "/" in name)
+
+
+def warn_of_large_models_on_a_cpu(jobs: list[JobSpec], target: Target) -> None:
+    """A CPU takes hours for a model of a billion parameters at batch 64 (the paper suite's LLMs): said before it
+    starts, with how to pick fewer."""
+    large = [job for job in jobs if job.model in MODELS and MODELS[job.model].parameter_count() >= LARGE_ON_A_CPU]
+    if target.device != "cpu" or not large:
+        return
+    models = sorted({job.model for job in large})
+    print(f"warning: on a CPU: {len(large)} job(s) of {', '.join(models)} (each of ≥ "
+          f"{LARGE_ON_A_CPU / 1e9:g}B parameters), at batch up to {max(job.batch_size for job in large)}, may each take "
+          f"hours; --model and --batch-size pick fewer, --suite smoke is sized for a CPU", file=sys.stderr)
+
+
+def hardware(target: Target) -> str:
+    """What a sweep runs on, in words: the tag where it names the hardware, else the hardware and the forced tag."""
+    found = tag_for(target.gpus[0]) if target.gpus else CPU_TAG
+    if found == target.tag:
+        return f"{target.tag} ({target.device})"
+    where = f"{target.gpus[0].name}" if target.gpus else "this host's CPU"
+    return f"{where}, results tagged {target.tag} (--force-gpu-tag)"
 
 
 def writable_folder(path: Path, option: str) -> None:
@@ -265,20 +292,27 @@ def results(
     model: Annotated[Optional[list[str]], typer.Option(help="only these models")] = None,
     workflow: Annotated[Optional[list[str]], typer.Option(help="only these workflows")] = None,
     status: Annotated[Optional[list[str]], typer.Option(help="only these statuses")] = None,
-    history: Annotated[bool, typer.Option(help="every attempt, not only the result of each cell")] = False,
+    history: Annotated[bool, typer.Option(help="attempts in the order they were stored, with when they ended and "
+                                               "their sweep, not the result of each cell")] = False,
+    limit: Annotated[int, typer.Option(help="--history: the latest N attempts (0: all)", min=0)] = HISTORY_LIMIT,
 ) -> None:
     """List the result of each cell (job, env, GPU): its latest ok attempt, else its latest final one, else its
-    latest. --history lists every attempt."""
+    latest. --history lists the attempts stored last."""
     filters = dict(env=split(env, "--env") or None, gpu_tag=split(gpu, "--gpu") or None,
                    model=split(model, "--model") or None, workflow=split(workflow, "--workflow") or None,
-                   status=split(status, "--status") or None)
+                   status=statuses(status) or None)
     store = Store(db, create=False)
-    shown = store.history(**filters) if history else store.cells(**filters)
+    shown = store.latest(limit or None, **filters) if history else store.cells(**filters)
     warn_unreadable(store)
     if not shown:
         console.print("no stored results match")
         return
-    console.print(results_table(shown, title=f"{len(shown)} stored {'attempt' if history else 'result'}(s)"))
+    if not history:
+        console.print(results_table(shown, title=f"{len(shown)} stored result(s)"))
+        return
+    console.print(history_table(shown, title=f"the latest {len(shown)} stored attempt(s)"))
+    if len(shown) == limit:
+        console.print(f"--limit {limit}: older attempts are not shown (--limit 0 for all)", highlight=False)
 
 
 @app.command()

@@ -3,7 +3,7 @@
 import functools
 import os
 import sys
-from typing import Callable, Optional, TypeVar
+from typing import Annotated, Callable, Optional, TypeVar, get_args
 
 import typer
 from rich.console import Console
@@ -15,12 +15,21 @@ from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageErro
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import JobSpec, Result
+from mlcbench.schema import JobSpec, Result, Status
 
 console = Console()
 if not console.is_terminal and "COLUMNS" not in os.environ:  # logs and CI: rich would wrap tables at 80 columns
     console = Console(width=200)
 F = TypeVar("F", bound=Callable)
+
+
+def store_url(path_or_url: str) -> str:
+    """A store given as a SQLAlchemy URL, or as the path of a SQLite file (as --against and merge take it)."""
+    return path_or_url if "://" in path_or_url or not path_or_url else f"sqlite:///{path_or_url}"
+
+
+DbOption = Annotated[str, typer.Option("--db", callback=store_url,
+                                       help="the result store: a SQLite file's path or any SQLAlchemy URL")]
 
 
 def exits_cleanly(command: F) -> F:
@@ -57,6 +66,16 @@ def split(values: Optional[list[str]], option: str) -> tuple[str, ...]:
         raise UsageError(f"{option} {','.join(values or [])!r} has an empty name; name the values, or leave "
                          f"{option} out for all of them")
     return parts
+
+
+def statuses(values: Optional[list[str]]) -> tuple[str, ...]:
+    """--status values (repeated or comma-separated), each one a status a result can have."""
+    given = split(values, "--status")
+    known = get_args(Status)
+    unknown = [value for value in given if value not in known]
+    if unknown:
+        raise UsageError(f"--status {', '.join(map(repr, unknown))}: not a status; known: {', '.join(known)}")
+    return given
 
 
 def warn_unreadable(store: Store) -> None:

@@ -1,5 +1,7 @@
 """`mlcbench envs` and `mlcbench build ENV`: what each env offers, whether its image is built, and building it."""
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -9,10 +11,13 @@ import typer
 from rich.table import Table
 
 from mlcbench.orchestrator.cli.console import console, exits_cleanly
-from mlcbench.orchestrator.envs import env_names, load_env
+from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, env_names, envs_dir, load_env
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, build_image, connect, find_image
 from mlcbench.schema import EnvSpec
+
+
+COMPUTE_CAPABILITY = re.compile(r"\d{1,2}\.\d")
 
 
 @dataclass(frozen=True)
@@ -24,10 +29,21 @@ class EnvRow:
     workflows: str
 
 
-def env_rows(compute_capability: Optional[str], client: Optional[docker.DockerClient]) -> list[EnvRow]:
-    """One row per env; client None means no engine answers. compute_capability None means no GPU here."""
-    return [EnvRow(env.name, env.runtime, _image_cell(env, client), _compatibility(env, compute_capability),
-                   ", ".join(env.workflows)) for env in (load_env(name) for name in env_names())]
+def env_rows(compute_capability: Optional[str],
+             client: Optional[docker.DockerClient]) -> tuple[list[EnvRow], list[str]]:
+    """One row per env that reads, and why each other one does not; client None means no engine answers.
+    compute_capability None means no GPU here."""
+    rows, broken = [], []
+    for name in env_names():
+        try:
+            env = load_env(name)
+        except UsageError as error:
+            rows.append(EnvRow(name, "?", "-", "-", "broken: see below"))
+            broken.append(str(error))
+            continue
+        rows.append(EnvRow(env.name, env.runtime, _image_cell(env, client), _compatibility(env, compute_capability),
+                           ", ".join(env.workflows)))
+    return rows, broken
 
 
 def _image_cell(env: EnvSpec, client: Optional[docker.DockerClient]) -> str:
@@ -68,14 +84,23 @@ def envs(
     compute_capability: Annotated[Optional[str], typer.Option(
         help="check compatibility with this compute capability (e.g. 8.9) instead of the detected GPU's")] = None,
 ) -> None:
-    """List the envs: runtime, image built?, compatible with this GPU?"""
-    rows = env_rows(compute_capability or _detected_compute_capability(), _client_or_none())
+    """List the envs: runtime, image built?, compatible with this GPU? An env whose env.toml does not read is listed
+    as broken, with why, and the command exits 2."""
+    if compute_capability is not None and not COMPUTE_CAPABILITY.fullmatch(compute_capability):
+        raise UsageError(f"--compute-capability {compute_capability!r}: expected MAJOR.MINOR, e.g. 8.9 or 12.0")
+    if not env_names():
+        raise UsageError(f"no envs in {envs_dir()}: each env is a folder there with an env.toml"
+                         + (f" ({ENVS_DIR_VARIABLE} is set; unset it for the built-in envs)"
+                            if os.environ.get(ENVS_DIR_VARIABLE) else ""))
+    rows, broken = env_rows(compute_capability or _detected_compute_capability(), _client_or_none())
     table = Table(title="envs")
     for column in ("env", "runtime", "image", "this GPU", "workflows"):
         table.add_column(column)
     for row in rows:
         table.add_row(row.name, row.runtime, row.image, row.compatible, row.workflows)
     console.print(table)
+    if broken:
+        raise UsageError("; ".join(broken))
 
 
 @exits_cleanly

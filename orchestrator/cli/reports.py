@@ -5,7 +5,8 @@ from pathlib import Path
 from typing import Annotated, Optional, get_args
 
 import typer
-from mlcbench.orchestrator.cli.console import console, exits_cleanly, split, warn_unreadable
+from mlcbench.orchestrator.cli.console import (DbOption, console, exits_cleanly, split, statuses, store_url,
+                                                warn_unreadable)
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.data import (Comparison, Selection, compare as compare_rows, compare_stores,
                                                 load_attempts, load_results, perf_rows)
@@ -15,9 +16,9 @@ from mlcbench.orchestrator.store.merge import merge as merge_stores
 from mlcbench.orchestrator.reports.crossgen import generation_rows, host_lines
 from mlcbench.orchestrator.reports.terminal import comparison_table, generation_table
 from mlcbench.orchestrator.store import DEFAULT_DB, Store, safe_url
+from mlcbench.orchestrator.store.database import sqlite_file
 from mlcbench.schema import Result
 
-DbOption = Annotated[str, typer.Option("--db", help="SQLAlchemy URL of the result store")]
 GpuOption = Annotated[Optional[list[str]], typer.Option("--gpu", help="only these GPU tags (repeat or comma-separate)")]
 EnvOption = Annotated[Optional[list[str]], typer.Option("--env", help="only these envs (repeat or comma-separate)")]
 ModelOption = Annotated[Optional[list[str]], typer.Option("--model", help="only these models")]
@@ -35,13 +36,12 @@ def _selected(db: str, selection: Selection) -> tuple[Store, list[Result]]:
     return store, results
 
 
-def _store_url(path_or_url: str, must_exist: bool) -> str:
-    if "://" in path_or_url:
-        return path_or_url
-    path = Path(path_or_url)
-    if must_exist and not path.is_file():
+def _existing_store(path_or_url: str) -> str:
+    url = store_url(path_or_url)
+    path = sqlite_file(url)
+    if path is not None and not path.is_file():
         raise UsageError(f"no such store file: {path_or_url}")
-    return f"sqlite:///{path}"
+    return url
 
 
 @exits_cleanly
@@ -95,7 +95,9 @@ def compare(
     figures and their ratio B / A with its 95 % interval; ≈ where the interval holds 1.0."""
     gpus, envs = split(gpu, "--gpu"), split(env, "--env")
     if against is not None:
-        _compare_stores(db, _store_url(against, must_exist=True),
+        if _same_store(db, store_url(against)):
+            raise UsageError(f"--against {against} is the --db store itself; name another store to compare with")
+        _compare_stores(db, _existing_store(against),
                         Selection(gpus=gpus, envs=envs, models=split(model, "--model"),
                                   workflows=split(workflow, "--workflow")))
         return
@@ -105,6 +107,9 @@ def compare(
         axis, (first, second) = "env", envs
     else:
         raise UsageError("compare needs exactly two --gpu values, or two --env values and at most one --gpu")
+    if first == second:
+        raise UsageError(f"--{axis} {first} --{axis} {second}: the same {axis} twice would compare its results with "
+                         f"themselves; name two different ones")
     selection = Selection(gpus=gpus, envs=envs, models=split(model, "--model"),
                           workflows=split(workflow, "--workflow"))
     _, results = _selected(db, selection)
@@ -112,6 +117,13 @@ def compare(
         return
     comparison = compare_rows(perf_rows(results), axis, first, second)  # type: ignore[arg-type]
     _print_comparison(comparison)
+
+
+def _same_store(first: str, second: str) -> bool:
+    first_file, second_file = sqlite_file(first), sqlite_file(second)
+    if first_file is not None and second_file is not None:
+        return first_file.resolve() == second_file.resolve()
+    return first == second
 
 
 def _compare_stores(first: str, second: str, selection: Selection) -> None:
@@ -158,7 +170,7 @@ def export(
     if out is not None:
         output_file(out, "--out")
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
-                          workflows=split(workflow, "--workflow"), statuses=split(status, "--status"))
+                          workflows=split(workflow, "--workflow"), statuses=statuses(status))
     _, results = _selected(db, selection)
     if not results:
         return
@@ -180,8 +192,8 @@ def merge(
 ) -> None:
     """Fold result stores together: every attempt joins the target's history (in one transaction), and each cell's
     result follows the usual rule (its latest ok attempt, else its latest final one, else its latest)."""
-    target_url = _store_url(into, must_exist=False)
-    source_urls = [_store_url(source, must_exist=True) for source in sources]
+    target_url = store_url(into)
+    source_urls = [_existing_store(source) for source in sources]
     source_stores = [Store(url, create=False) for url in source_urls]
     counts = merge_stores(source_stores, Store(target_url))
     for store in source_stores:

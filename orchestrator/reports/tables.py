@@ -103,3 +103,20 @@ def compact_table(results: list[Result], title: str) -> Table:
         cells = [label, status, figure, _num(metrics.compile_s)]
         table.add_row(*([_where(result)] if len(places) > 1 else []), *cells)
     return table
+
+
+def history_table(results: Iterable[Result], title: str) -> Table:
+    """Attempts in the order they were stored, each with when it ended and the sweep that stored it."""
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for name, justify in [("ended (UTC)", "left"), ("sweep", "left"), ("gpu env", "left"), ("job", "left"),
+                          ("status", "left"), ("speed", "right")]:
+        table.add_column(name, justify=justify, overflow="fold")
+    for result in results:
+        job, provenance = result.job, result.provenance
+        ended = provenance.ended_at or provenance.started_at
+        figure = _throughput(result) or (f"{_num(result.metrics.latency.median_ms, 3)} ms" if result.metrics.latency
+                                         else "")
+        table.add_row(f"{ended:%Y-%m-%d %H:%M:%S}" if ended else "", provenance.sweep_id or "", _where(result),
+                      f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}",
+                      Text(result.status, style=STATUS_STYLE.get(result.status, "")), figure)
+    return table

@@ -229,10 +229,19 @@ class Store:
         """Every readable attempt matching the column filters, in the order they were stored within each cell."""
         return [result for _, result in self.attempts(**filters)]
 
-    def attempts(self, **filters: Filter) -> list[tuple[ResultRow, Result]]:
-        """Rows with their results; a row whose result cannot be read is skipped and noted in `unreadable`."""
+    def latest(self, limit: Optional[int], **filters: Filter) -> list[Result]:
+        """The `limit` readable attempts stored last (every one when None) matching the column filters, oldest first;
+        only those rows are read (a store holds tens of thousands)."""
+        query = self._filtered(select(ResultRow).order_by(ResultRow.id.desc()), filters)
+        rows = self._read(query if limit is None else query.limit(limit))
+        return [result for _, result in self.attempts(rows=reversed(rows))]
+
+    def attempts(self, rows: Optional[Iterable[ResultRow]] = None,
+                 **filters: Filter) -> list[tuple[ResultRow, Result]]:
+        """Rows (those given, else those the filters select) with their results; a row whose result cannot be read is
+        skipped and noted in `unreadable`."""
         readable = []
-        for row in self.rows(**filters):
+        for row in self.rows(**filters) if rows is None else rows:
             try:
                 readable.append((row, row.result()))
             except ValueError as error:
@@ -242,13 +251,20 @@ class Store:
     def rows(self, **filters: Filter) -> list[ResultRow]:
         """Every attempt matching every given column filter (a value or a collection of values), oldest first within
         each cell."""
-        query = select(ResultRow).order_by(ResultRow.gpu_tag, ResultRow.env, ResultRow.model, ResultRow.workflow,
-                                           ResultRow.batch_size, ResultRow.id)
+        return self._read(self._filtered(select(ResultRow).order_by(
+            ResultRow.gpu_tag, ResultRow.env, ResultRow.model, ResultRow.workflow, ResultRow.batch_size, ResultRow.id),
+            filters))
+
+    @staticmethod
+    def _filtered(query, filters: dict[str, Filter]):
         for name, value in filters.items():
             if value is None:
                 continue
             column = getattr(ResultRow, name)
             query = query.where(column == value if isinstance(value, (str, int)) else column.in_(list(value)))
+        return query
+
+    def _read(self, query) -> list[ResultRow]:
         try:
             with Session(self.engine) as session:
                 return list(session.scalars(query))

@@ -122,9 +122,11 @@ def test_ctrl_c_at_any_moment_of_a_command_is_exit_130_without_a_traceback(tmp_p
         assert stderr.strip() == "interrupted"
 
 
-def test_slurm_with_a_db_that_is_not_a_url_is_one_line(tmp_path):
-    one_error_line(runner.invoke(app, ["sweep", "--runtime", "slurm", "--gpu", "cpu", "--db", "not a url"]),
-                   ExitCode.USAGE, "cannot use --db not a url: not a SQLAlchemy URL")
+@pytest.mark.parametrize("db, message", [("not a url://x", "cannot use --db not a url://x: not a SQLAlchemy URL"),
+                                         ("not a url", "needs a store that every node reaches, not a SQLite file")])
+def test_slurm_with_a_db_that_is_not_a_url_is_one_line(tmp_path, db, message):
+    one_error_line(runner.invoke(app, ["sweep", "--runtime", "slurm", "--gpu", "cpu", "--db", db]), ExitCode.USAGE,
+                   message)
 
 
 @pytest.mark.parametrize("damage", ["{not json", '{"sweep_id": 3}', "\udcff"])
@@ -191,3 +193,14 @@ def test_a_slurm_that_does_not_answer_is_exit_1(tmp_path, fake_slurm):
         one_error_line(_submit(tmp_path), ExitCode.ENVIRONMENT, "squeue did not answer")
     finally:
         slurm.SLURM_COMMAND_TIMEOUT_S = slurm_timeout
+
+
+@pytest.mark.parametrize("value", [b"1e3", b"1000.0", b"true", b'"4"'])
+def test_a_job_file_s_batch_size_must_be_a_whole_number_not_one_json_could_become(tmp_path, value):
+    from mlcbench.workers.exchange import JobFileError, read_jobs
+    from tests.orchestrator.stores import JOB
+
+    path = tmp_path / "jobs.jsonl"
+    path.write_bytes(JOB.model_dump_json().encode().replace(b'"batch_size":1', b'"batch_size":' + value) + b"\n")
+    with pytest.raises(JobFileError, match=r":1: field batch_size: Input should be a valid integer"):
+        read_jobs(path)
