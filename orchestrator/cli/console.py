@@ -15,6 +15,7 @@ from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageErro
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
 from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.store.redaction import mask_remembered
 from mlcbench.schema import JobSpec, Result, Status
 
 console = Console()
@@ -41,10 +42,10 @@ def exits_cleanly(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except UsageError as error:
-            print(f"error: {error}", file=sys.stderr)
+            print(f"error: {mask_remembered(str(error))}", file=sys.stderr)
             raise typer.Exit(ExitCode.USAGE) from None
         except EnvironmentFailure as error:
-            print(f"error: {error}", file=sys.stderr)
+            print(f"error: {mask_remembered(str(error))}", file=sys.stderr)
             raise typer.Exit(ExitCode.ENVIRONMENT) from None
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
@@ -82,7 +83,7 @@ def warn_unreadable(store: Store) -> None:
     """Rows whose stored result cannot be read were skipped, or a read-only store's log could not be read: say which,
     once, on stderr."""
     if store.warning:
-        print(f"warning: {store.warning}", file=sys.stderr)
+        print(f"warning: {mask_remembered(store.warning)}", file=sys.stderr)
     if store.unreadable:
         ids = ", ".join(str(row_id) for row_id in sorted(store.unreadable))
         first = next(iter(store.unreadable.values()))

@@ -28,7 +28,7 @@ from sqlalchemy.pool import NullPool
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.planner import measured_in_full
-from mlcbench.orchestrator.store.redaction import mask, mask_url, url_secrets
+from mlcbench.orchestrator.store.redaction import mask, mask_url, remember, url_secrets
 from mlcbench.schema import FINAL_STATUSES, Calibration, JobSpec, Result
 
 DEFAULT_DB = "sqlite:///results/mlcbench.db"
@@ -128,8 +128,9 @@ class Store:
         writes."""
         self.url = url
         self.safe_url = safe_url(url)
-        # the URL's credentials, masked in whatever the store is handed to keep
+        # the URL's credentials, masked in whatever the store is handed to keep and in every error printed
         self.secrets = url_secrets(url)
+        remember(self.secrets)
         self.engine, self.read_only, self.warning = open_engine(url, create, pooled)
         try:
             migrate(self.engine, self.read_only)
@@ -374,13 +375,17 @@ def _read_only_sqlite(path: Path) -> OpenedStore:
 # SQLSTATE classes of a server that answered and refused what it was asked: invalid authorization (a wrong user or
 # password), no such database
 _REFUSALS = ("28", "3D")
+# SQLite result codes of a machine that failed, not of a wrong --db: SQLITE_NOMEM, SQLITE_BUSY, SQLITE_LOCKED,
+# SQLITE_IOERR, SQLITE_FULL (primary codes; an extended code carries one in its low byte)
+_SQLITE_MACHINE_FAILURES = frozenset({7, 5, 6, 10, 13})
 
 
 def _refused_for_what_was_asked(error: DBAPIError, dialect: str) -> bool:
     """A mistake in --db (a SQLite file that is not a store, a wrong password or database name), rather than a server
     that does not answer."""
     if dialect == "sqlite":
-        return True
+        code = getattr(error.orig, "sqlite_errorcode", None)
+        return code is None or code & 0xFF not in _SQLITE_MACHINE_FAILURES
     sqlstate = getattr(error.orig, "sqlstate", None)
     return isinstance(sqlstate, str) and sqlstate.startswith(_REFUSALS)
 

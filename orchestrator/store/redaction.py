@@ -56,6 +56,19 @@ def mask(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+# the credentials of every store this process opened: masked in any error or warning it prints (a Slurm or database
+# message may quote them)
+_OPENED: set[str] = set()
+
+
+def remember(secrets: Iterable[str]) -> None:
+    _OPENED.update(secret for secret in secrets if secret)
+
+
+def mask_remembered(text: str) -> str:
+    return mask(text, _OPENED)
+
+
 def mask_url(url: str) -> str:
     """The URL for messages and reports: its credentials masked."""
     return mask(url, url_secrets(url))

@@ -127,3 +127,37 @@ def test_a_slurm_submission_and_the_reports_of_a_postgres_store_keep_its_passwor
         texts += [shown.stdout, shown.stderr]
     assert [secret in text for text in texts] == [False] * len(texts)
     shutil.rmtree(tmp_path / "work", ignore_errors=True)
+
+
+def test_a_slurm_submission_keeps_the_password_out_of_what_it_prints_and_hands_sbatch(tmp_path, monkeypatch):
+    """SQLite let through (a real submission needs a server store, tested with PostgreSQL in CI): what is printed,
+    sbatch's command line, and a refusal's error (sbatch's own words included) hold no password; the plan file that
+    tasks read holds the store's URL, readable by its owner only."""
+    from mlcbench.orchestrator import cli
+    from mlcbench.orchestrator.runtimes import slurm
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+
+    def install(sbatch: str) -> None:
+        for name, body in (("sbatch", sbatch), ("squeue", "exit 0")):
+            (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+            (bin_dir / name).chmod(0o755)
+
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(cli, "refuse_sqlite", lambda url: None)
+    monkeypatch.setattr(slurm, "refuse_sqlite", lambda url: None)
+    url = f"sqlite:///{tmp_path / 'store.db'}?password={PASSWORD}"
+    submit = ["sweep", "--runtime", "slurm", "--gpu", "cpu", "--suite", "tiny", "--model", "matmul-small", "--db", url,
+              "--workdir", str(tmp_path / "work"), "--rerun"]
+    install(f'echo "$@" > {tmp_path / "argv"}; echo 77')
+    done = runner.invoke(app, submit)
+    assert done.exit_code == 0 and "Slurm array 77" in done.stdout, done.output
+    [plan] = (tmp_path / "work").glob("slurm-*/plan.json")
+    assert stat.S_IMODE(plan.stat().st_mode) == 0o600
+    install(f'echo "sbatch: error: cannot reach {PASSWORD}" >&2; exit 1')
+    refused = runner.invoke(app, submit)
+    assert refused.exit_code == ExitCode.USAGE
+    assert "sbatch: error: cannot reach ***" in refused.stderr
+    texts = [done.output, (tmp_path / "argv").read_text(), refused.output]
+    assert [leaks(text) for text in texts] == [[]] * len(texts)

@@ -204,3 +204,25 @@ def test_a_job_file_s_batch_size_must_be_a_whole_number_not_one_json_could_becom
     path.write_bytes(JOB.model_dump_json().encode().replace(b'"batch_size":1', b'"batch_size":' + value) + b"\n")
     with pytest.raises(JobFileError, match=r":1: field batch_size: Input should be a valid integer"):
         read_jobs(path)
+
+
+def test_a_sqlite_store_on_a_full_disk_is_the_machine_s_failure_and_a_file_that_is_no_store_the_user_s(tmp_path):
+    from sqlalchemy.exc import OperationalError
+
+    from mlcbench.orchestrator.store.database import _refused_for_what_was_asked
+
+    def error_of(path: Path, *statements: str) -> OperationalError:
+        connection = sqlite3.connect(path)
+        try:
+            for statement in statements:
+                connection.execute(statement)
+        except sqlite3.DatabaseError as error:
+            return OperationalError(statements[-1], None, error)
+        raise AssertionError("no error")
+
+    full = error_of(tmp_path / "full.db", "CREATE TABLE t (x BLOB)", "PRAGMA max_page_count=2",
+                    "INSERT INTO t VALUES (zeroblob(100000))")
+    assert "full" in str(full.orig) and not _refused_for_what_was_asked(full, "sqlite")
+    (tmp_path / "text.db").write_text("hi, not a database" * 100)
+    not_a_store = error_of(tmp_path / "text.db", "SELECT * FROM sqlite_master")
+    assert _refused_for_what_was_asked(not_a_store, "sqlite")
