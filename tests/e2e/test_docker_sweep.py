@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.envs import load_env
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, connect, ensure_image
 from mlcbench.orchestrator.store import Store
 
@@ -23,7 +23,7 @@ WHEELHOUSE = Path(os.environ.get("MLCBENCH_WHEELHOUSE", Path.home() / ".cache" /
 def cpu_image():
     try:
         client = connect()
-    except UsageError as error:
+    except (UsageError, EnvironmentFailure) as error:
         pytest.skip(f"no Docker engine: {error} (.ci/docker-setup.sh starts one)")
     try:
         client.images.get(BASE_IMAGE)
@@ -51,3 +51,20 @@ def test_sweep_in_the_cpu_env_stores_rows_with_the_image_digest(cpu_image, tmp_p
     again = CliRunner().invoke(app, arguments)  # resume: everything is stored already
     assert again.exit_code == 0, again.output
     assert len(Store(db).rows(env="cpu")) == len(rows)
+
+
+def test_own_models_from_config_folders_run_in_the_cpu_image(cpu_image, tmp_path):
+    """A suite's own LLMs reach a container worker inside their job specs (config.json read on the host, no mount):
+    the Llama-3-style and the Qwen2-style model of the README's example through eager, the static cache and the
+    compiled decode loop, correct against eager."""
+    suite = Path(__file__).resolve().parents[2] / "benchmarks" / "suites" / "own-models.toml"
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    outcome = CliRunner().invoke(app, [
+        "sweep", "--env", "cpu", "--gpu", "cpu", "--suite", str(suite),
+        "--batch-size", "1", "--db", db, "--workdir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")])
+    assert outcome.exit_code == 0, outcome.output
+    results = Store(db).cells(env="cpu")
+    assert {(result.job.model, result.job.workflow, result.status) for result in results} == {
+        (model, workflow, "ok") for model in ("llama3-tiny", "qwen2-tiny")
+        for workflow in ("eager", "torch_compile_static", "torch_compile_decode")}
+    assert all(result.correctness.passed for result in results if result.job.workflow != "eager")
