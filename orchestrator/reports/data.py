@@ -1041,7 +1041,7 @@ class Comparison:
         return (f"{compared} of {len(self.rows)} row(s) ran ok on both sides with no failed check; {self.significant} "
                 f"of {self.judged} judged (≥ {VERDICT_PROCESSES} processes and a passed check on both sides, with "
                 f"intervals) differ significantly (95 % intervals: about 1 in 20 would by chance alone); "
-                f"{self.flagged} flagged ⚠. {RULES}")
+                f"{self.flagged} of {len(self.rows)} row(s) flagged ⚠. {RULES}")
 
 
 def _change(a: Optional[PerfRow], b: Optional[PerfRow]) -> tuple[Optional[stats.Ratio], FigureName]:

@@ -141,6 +141,7 @@ def test_a_failed_check_gets_no_speedup_no_p3_score_and_no_fastest_in_every_repo
     console.print(comparison_table(comparison))
     assert "check failed: no ratio" in console.export_text()
     assert comparison.judged == 1  # eager only
+    assert f"{comparison.flagged} of 2 row(s) flagged ⚠" in comparison.summary()
 
 
 @pytest.mark.parametrize("reach, flagged", [(WIDE_INTERVAL - 0.01, False), (WIDE_INTERVAL + 0.01, True)])
