@@ -147,7 +147,7 @@ def test_the_xla_runner_records_xla_compiles_at_the_first_call_and_in_all(tmp_pa
     from mlcbench.workers.workflows.torch_compile_openxla import XLAGenerateRunner
 
     class Generate:
-        def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None):
+        def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None, forced_tokens=None):
             return Generation(tokens=torch.zeros(input_ids.shape[0], max_new_tokens, dtype=torch.long))
 
     compiles = iter([5, 7, 7])

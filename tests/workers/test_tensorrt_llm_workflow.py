@@ -89,6 +89,7 @@ def test_llm_api_settings_fixed_length_and_tokens(fake_trtllm, tmp_path, version
     assert result.metrics.output_tokens == 32
     assert result.correctness.passed and result.correctness.token_agreement == 1.0
     assert result.correctness.rel_l2_error is None  # tokens only: no logits to compare
+    assert result.correctness.method == "greedy_prefix" and "TensorRT-LLM" in result.correctness.note
     assert result.metrics.settings["tensorrt_llm"] == version
     gc.collect()
     assert calls["shutdown"] == 1
@@ -135,12 +136,12 @@ def test_missing_tensorrt_llm_is_unsupported(monkeypatch, tmp_path):
 
 
 def test_tokens_only_comparison_needs_every_first_token():
-    from mlcbench.workers.measurement.correctness import compare_generation
+    from mlcbench.workers.measurement.correctness import compare_greedy_tokens
 
     reference = torch.tensor([[5, 6, 7], [8, 9, 10]])
-    logits = torch.randn(2, 3, 11)
-    late_split = compare_generation(None, torch.tensor([[5, 6, 0], [8, 9, 10]]), logits, reference, torch.bfloat16)
+    late_split = compare_greedy_tokens(torch.tensor([[5, 6, 0], [8, 9, 10]]), reference, "no hook")
     assert late_split.passed and late_split.token_agreement == pytest.approx(5 / 6)
-    first_differs = compare_generation(None, torch.tensor([[5, 6, 7], [1, 9, 10]]), logits, reference, torch.bfloat16)
+    assert late_split.method == "greedy_prefix" and "no hook" in late_split.note
+    first_differs = compare_greedy_tokens(torch.tensor([[5, 6, 7], [1, 9, 10]]), reference, "no hook")
     assert not first_differs.passed
-    assert not compare_generation(None, reference[:, :2], logits, reference, torch.bfloat16).passed
+    assert not compare_greedy_tokens(reference[:, :2], reference, "no hook").passed

@@ -50,8 +50,10 @@ class CompiledStepRunner:
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
-                 on_token: Optional[Callable[[], None]] = None) -> Generation:
+                 on_token: Optional[Callable[[], None]] = None,
+                 forced_tokens: Optional[torch.Tensor] = None) -> Generation:
         batch, prompt_len = input_ids.shape
+        forced_steps = None if forced_tokens is None else forced_tokens.to(input_ids.device, torch.long).t()
         self.model.allocate_cache(batch, prompt_len + max_new_tokens)
         tokens = torch.empty(batch, max_new_tokens, dtype=torch.long, device=input_ids.device)
         token, logits = self.prefill(self.model, input_ids, self.eos_ids)
@@ -65,6 +67,10 @@ class CompiledStepRunner:
                 # copies (as gpt-fast clones its next token)
                 token, position = token.clone(), position.clone()
             tokens[:, index] = token
+            if forced_steps is not None:
+                # a tensor like the step's own token (shape, strides, dtype, device): the step's guards hold, the same
+                # compiled step (and CUDA graph) runs
+                token = forced_steps[index].clone(memory_format=torch.contiguous_format)
             if with_logits:
                 step_logits.append(logits.to(torch.float32, copy=True))
             if on_token is not None:

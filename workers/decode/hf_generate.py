@@ -23,13 +23,34 @@ class _TokenClock:
         pass
 
 
+def _teacher_forcing(forced_tokens: torch.Tensor, prompt_len: int):
+    """A logits processor, last in generate()'s list, that notes generate()'s own greedy choice (the argmax of the
+    scores the earlier processors left: what do_sample=False picks) and then leaves only the forced token. The
+    model's forward, compiled or not, is untouched; only which token it is fed next changes."""
+    from transformers import LogitsProcessor
+
+    class TeacherForcing(LogitsProcessor):
+        def __init__(self):
+            self.chosen: list[torch.Tensor] = []
+
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            step = input_ids.shape[1] - prompt_len
+            self.chosen.append(scores.argmax(dim=-1))
+            forced = forced_tokens[:, step:step + 1].to(scores.device)
+            return torch.full_like(scores, float("-inf")).scatter_(1, forced, 0.0)
+
+    return TeacherForcing()
+
+
 class HFGenerateRunner:
     def __init__(self, model: Any, **generate_kwargs: Any):
         self.model = model
         self.generate_kwargs = generate_kwargs
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
-                 on_token: Optional[Callable[[], None]] = None) -> Generation:
+                 on_token: Optional[Callable[[], None]] = None,
+                 forced_tokens: Optional[torch.Tensor] = None) -> Generation:
+        forcing = None if forced_tokens is None else _teacher_forcing(forced_tokens, input_ids.shape[1])
         eos = self.model.config.eos_token_id  # Llama 3 declares several
         out = self.model.generate(
             input_ids,
@@ -41,7 +62,12 @@ class HFGenerateRunner:
             return_dict_in_generate=True,
             output_logits=with_logits,
             streamer=_TokenClock(on_token) if on_token else None,
+            **({"logits_processor": [forcing]} if forcing else {}),
             **self.generate_kwargs,
         )
         tokens = out.sequences[:, input_ids.shape[1]:]
+        if forcing is not None:
+            if not torch.equal(tokens.cpu(), forced_tokens.cpu()):
+                raise RuntimeError("generate() did not feed the forced tokens")
+            tokens = torch.stack(forcing.chosen, dim=1)
         return Generation(tokens=tokens, step_logits=torch.stack(out.logits, dim=1) if with_logits else None)

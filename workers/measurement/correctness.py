@@ -1,11 +1,10 @@
 """A workflow's output against eager PyTorch's on the same weights and inputs."""
 
-from typing import Optional
-
 import numpy
 import torch
 
 from mlcbench.schema import Correctness
+from mlcbench.workers.decode import Generation
 
 # relative L2 error allowed per precision: rounding differences of a reordered computation, not a wrong result
 TOLERANCE = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 2e-2}
@@ -21,12 +20,12 @@ def compare_tensors(output: torch.Tensor, reference: torch.Tensor, dtype: torch.
     ref = reference.detach().to("cpu", torch.float64).reshape(-1)
     tolerance = TOLERANCE[dtype]
     if out.shape != ref.shape:
-        return Correctness(tolerance=tolerance, passed=False)
+        return Correctness(method="outputs", tolerance=tolerance, passed=False)
     diff = out - ref
     rel_l2 = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
     cosine = torch.nn.functional.cosine_similarity(out, ref, dim=0).item()
     finite = bool(torch.isfinite(out).all())
-    return Correctness(max_abs_diff=diff.abs().max().item(), rel_l2_error=rel_l2, cosine=cosine,
+    return Correctness(method="outputs", max_abs_diff=diff.abs().max().item(), rel_l2_error=rel_l2, cosine=cosine,
                        tolerance=tolerance, passed=finite and rel_l2 <= tolerance)
 
 
@@ -34,31 +33,48 @@ def compare_tensors(output: torch.Tensor, reference: torch.Tensor, dtype: torch.
 LLM_TOLERANCE = {torch.float32: 1e-3, torch.float16: 3e-2, torch.bfloat16: 6e-2}
 
 
-def compare_generation(step_logits: Optional[torch.Tensor], tokens: torch.Tensor, ref_logits: torch.Tensor,
-                       ref_tokens: torch.Tensor, dtype: torch.dtype) -> Correctness:
-    """Per-step logits [batch, steps, vocab] against eager's, wherever both have generated the same tokens so far
-    (a step's logits are comparable only while the prefixes agree). Random-weight models give near-flat logits, so
-    greedy tokens part on near-ties: token agreement is reported, and the logits decide.
-
-    A runner that cannot return logits cheaply (TensorRT-LLM) gives None: then only tokens are compared, and the
-    check passes when every row's first token, chosen from the prompt alone, is eager's (tolerance 0: exact)."""
-    if step_logits is None:
-        if tokens.shape != ref_tokens.shape:
-            return Correctness(tolerance=0.0, passed=False, token_agreement=0.0)
-        same = tokens.cpu() == ref_tokens.cpu()
-        return Correctness(tolerance=0.0, token_agreement=same.float().mean().item(), passed=bool(same[:, 0].all()))
+def compare_teacher_forced(output: Generation, reference: Generation, dtype: torch.dtype) -> Correctness:
+    """A workflow fed eager's greedy tokens (LLMRunner.generate's forced_tokens) against eager's own generation: at
+    every output step (0: the prefill, then each decode step) its logits within the tolerance (relative L2 and cosine
+    over the batch's rows of that step), and its own token choice eager's greedy token or a near-tie. A near-tie is a
+    token eager's logits put within that step's numeric error of eager's pick (twice the row's largest logit
+    difference): the argmax of logits that close to eager's can pick no other token, a loop that samples can."""
     tolerance = LLM_TOLERANCE[dtype]
-    if tokens.shape != ref_tokens.shape or step_logits.shape != ref_logits.shape:
-        return Correctness(tolerance=tolerance, passed=False, token_agreement=0.0)
-    same = (tokens.cpu() == ref_tokens.cpu())
-    # step k is comparable when tokens 0..k-1 agree
-    prefix_agrees = torch.cat([torch.ones_like(same[:, :1]), same[:, :-1].cumprod(dim=1).bool()], dim=1)
-    mask = prefix_agrees.to(step_logits.device)
-    logits = compare_tensors(step_logits[mask], ref_logits[mask], dtype)
-    cosine_ok = logits.cosine is not None and logits.cosine >= MIN_COSINE
-    rel_ok = logits.rel_l2_error is not None and logits.rel_l2_error <= tolerance
-    return logits.model_copy(update={
-        "token_agreement": same.float().mean().item(),
-        "tolerance": tolerance,
-        "passed": cosine_ok and rel_ok and bool(torch.isfinite(step_logits).all()),
-    })
+    logits, ref_logits = output.step_logits, reference.step_logits
+    if (logits is None or logits.shape != ref_logits.shape or output.tokens.shape != reference.tokens.shape):
+        got = None if logits is None else tuple(logits.shape)
+        return Correctness(method="teacher_forced", tolerance=tolerance, passed=False, steps_checked=0,
+                           note=f"logits {got} and tokens {tuple(output.tokens.shape)} against eager's "
+                                f"{tuple(ref_logits.shape)} and {tuple(reference.tokens.shape)}")
+    chosen, expected = output.tokens.cpu(), reference.tokens.cpu()
+    rel_l2, cosine, max_abs, agrees, finite = [], [], 0.0, [], True
+    for step in range(ref_logits.shape[1]):  # one step at a time: [batch, vocab] in float64 stays small
+        out = logits[:, step].detach().to("cpu", torch.float64)
+        ref = ref_logits[:, step].detach().to("cpu", torch.float64)
+        diff = out - ref
+        finite = finite and bool(torch.isfinite(out).all())
+        rel_l2.append((diff.norm() / ref.norm().clamp_min(1e-30)).item())
+        cosine.append(torch.nn.functional.cosine_similarity(out.reshape(-1), ref.reshape(-1), dim=0).item())
+        max_abs = max(max_abs, diff.abs().max().item())
+        gap = ref.gather(1, expected[:, step:step + 1]) - ref.gather(1, chosen[:, step:step + 1])
+        near_tie = gap[:, 0] <= 2 * diff.abs().amax(dim=1)
+        agrees.append((chosen[:, step] == expected[:, step]) | near_tie)
+    agreement = torch.stack(agrees, dim=1)
+    worst = max(range(len(rel_l2)), key=lambda step: (rel_l2[step], -cosine[step]))
+    passed = (finite and all(error <= tolerance for error in rel_l2) and all(c >= MIN_COSINE for c in cosine)
+              and bool(agreement.all()))
+    return Correctness(method="teacher_forced", steps_checked=len(rel_l2), worst_step=worst, max_abs_diff=max_abs,
+                       rel_l2_error=rel_l2[worst], cosine=min(cosine), tolerance=tolerance,
+                       token_agreement=agreement.float().mean().item(), passed=passed)
+
+
+def compare_greedy_tokens(tokens: torch.Tensor, ref_tokens: torch.Tensor, why_not_forced: str) -> Correctness:
+    """For a loop that can be fed no given tokens and returns no logits (TensorRT-LLM): its own greedy tokens against
+    eager's. With random weights they part on near-ties after a few steps, so the check passes when every row's first
+    token, chosen from the prompt alone, is eager's (tolerance 0: exact); the agreement over all steps is reported."""
+    note = f"tokens only, no teacher forcing: {why_not_forced}"
+    if tokens.shape != ref_tokens.shape:
+        return Correctness(method="greedy_prefix", note=note, tolerance=0.0, passed=False, token_agreement=0.0)
+    same = tokens.cpu() == ref_tokens.cpu()
+    return Correctness(method="greedy_prefix", note=note, tolerance=0.0, token_agreement=same.float().mean().item(),
+                       passed=bool(same[:, 0].all()))

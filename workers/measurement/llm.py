@@ -6,9 +6,9 @@ import time
 import torch
 
 from mlcbench.schema import REFERENCE, Correctness, Metrics, ModelInfo
-from mlcbench.workers.measurement.correctness import compare_generation
+from mlcbench.workers.measurement.correctness import compare_greedy_tokens, compare_teacher_forced
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
-from mlcbench.workers.measurement.timing import peak_memory, time_calls, timed_once
+from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.models import llm
 from mlcbench.workers.workflows.base import Workflow, WorkflowContext
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
@@ -34,9 +34,12 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
                 with workflow.compiling(ctx):
                     runner = workflow.prepare_llm(model, ctx)
                     prepare_s = time.perf_counter() - begin
+                    # this process checks its own first call: fed eager's tokens where the loop can take them
+                    no_forcing = getattr(runner, "no_teacher_forcing", None)
+                    forced = None if reference is None or no_forcing else reference.tokens
                     first, first_call_s = timed_once(
-                        lambda: runner.generate(prompt, job.output_len, with_logits=reference is not None), cuda,
-                        ctx.sync)
+                        lambda: runner.generate(prompt, job.output_len, with_logits=forced is not None,
+                                                forced_tokens=forced), cuda, ctx.sync)
         graphs_before = compiled_graphs()
         latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda, ctx.sync)
         token_times = _token_times(runner, prompt, job.output_len, cuda)
@@ -50,9 +53,13 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     ctx.apply(compiled_graphs=compile_stats["graphs"])
     if compile_stats["cudagraph_skips"]:
         ctx.settings["cudagraph_skips"] = compile_stats["cudagraph_skips"]
+    correctness = None
+    if reference is not None:
+        correctness = (compare_greedy_tokens(first.tokens, reference.tokens, no_forcing) if no_forcing
+                       else compare_teacher_forced(first, reference, ctx.dtype))
     compiled = workflow.name != REFERENCE
     metrics = Metrics(
-        latency=latency, compile_s=prepare_s + first_call_s, load_s=load_s,
+        latency=for_this_process(latency, correctness=correctness), compile_s=prepare_s + first_call_s, load_s=load_s,
         compile_cache=compile_stats["compile_cache"],
         torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
         tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),
@@ -60,10 +67,6 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
         graph_breaks=compile_stats["graph_breaks"] if compiled else None,
         recompiles=compile_stats["recompiles"] + late_compiles if compiled else None,
     )
-    correctness = None
-    if reference is not None:
-        correctness = compare_generation(first.step_logits, first.tokens, reference.step_logits, reference.tokens,
-                                         ctx.dtype)
     return metrics, correctness
 
 

@@ -25,6 +25,12 @@ def summarize(samples_ms: list[float], method: str) -> Timing:
     )
 
 
+def for_this_process(timing: Timing, **fields: object) -> Timing:
+    """The worker's Timing with fields of its one process (ProcessTiming) filled in."""
+    (process,) = timing.processes
+    return timing.model_copy(update={"processes": [process.model_copy(update=fields)]})
+
+
 def _percentile(ordered: list[float], q: float) -> float:
     position = q * (len(ordered) - 1)
     low = int(position)

@@ -77,7 +77,9 @@ class OnnxKVCacheRunner:
             presents = [torch.empty(cache_shape(self.model, batch, length), dtype=self.dtype, device=buffers)
                         for _ in self.output_names[1:]]
             binding = self.sess.io_binding()
-            for name, tensor in zip(self.input_names, [new.to(buffers).contiguous(), *past]):
+            # held until the run: a binding keeps only the address (a copy made here, of a forced token, would be freed)
+            inputs = [new.to(buffers).contiguous(), *past]
+            for name, tensor in zip(self.input_names, inputs):
                 bind_input(binding, name, tensor)
             for name, tensor in zip(self.output_names, [logits, *presents]):
                 bind_output(binding, name, tensor)
@@ -88,8 +90,12 @@ class OnnxKVCacheRunner:
         return step
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
-                 on_token: Optional[Callable[[], None]] = None) -> Generation:
-        return greedy_decode(self._step(), input_ids, max_new_tokens, self.eos_token_id, with_logits, on_token)
+                 on_token: Optional[Callable[[], None]] = None,
+                 forced_tokens: Optional[torch.Tensor] = None) -> Generation:
+        if forced_tokens is not None:
+            forced_tokens = forced_tokens.to(input_ids.device, input_ids.dtype)
+        return greedy_decode(self._step(), input_ids, max_new_tokens, self.eos_token_id, with_logits, on_token,
+                             forced_tokens=forced_tokens)
 
 
 def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> OnnxKVCacheRunner:

@@ -2,8 +2,8 @@
 and seed, or job.model_path). 0.18 builds TensorRT engines for the job's batch and lengths; 1.x runs its PyTorch
 backend with CUDA graphs. Constructing the LLM (the build) is the compile cost. Prompts go in as token ids.
 
-It returns no logits cheaply (generation logits need an engine built to gather them), so correctness compares
-tokens only."""
+It returns no logits cheaply (generation logits need an engine built to gather them) and takes no given tokens, so
+correctness compares its greedy tokens only (TensorRTLLMRunner.no_teacher_forcing)."""
 
 import time
 
@@ -19,12 +19,17 @@ KV_CACHE_FRACTION = 0.5  # of the free GPU memory; the default 0.9 would make pe
 
 
 class TensorRTLLMRunner:
+    no_teacher_forcing = ("TensorRT-LLM's LLM API takes whole prompts and hands back whole sequences: no step can be "
+                          "fed a given token, and it returns no logits unless its engine is built to gather them")
+
     def __init__(self, llm, sampling_params_class, eos_token_id: int):
         self.llm = llm
         self.sampling_params_class = sampling_params_class
         self.eos_token_id = eos_token_id
 
-    def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None):
+    def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None, forced_tokens=None):
+        if forced_tokens is not None:
+            raise ValueError(self.no_teacher_forcing)
         # greedy (no temperature/top-k/top-p given); end_id is required without a tokenizer, ignore_eos fixes the length
         params = self.sampling_params_class(max_tokens=max_new_tokens, ignore_eos=True, end_id=self.eos_token_id,
                                             pad_id=self.eos_token_id)
@@ -71,8 +76,7 @@ class TensorRTLLM(Workflow):
         llm = LLM(**options)
         ctx.settings.update(tensorrt_llm=tensorrt_llm.__version__, build_s=round(time.perf_counter() - begin, 3),
                             kv_cache_free_gpu_memory_fraction=KV_CACHE_FRACTION, model_folder=folder,
-                            sampling="greedy, ignore_eos",
-                            correctness="tokens only", token_times="not observable (no streaming)")
+                            sampling="greedy, ignore_eos", token_times="not observable (no streaming)")
         ctx.apply(decode_loop="tensorrt_llm", kv_cache="paged", dynamic_shapes=True)
         return TensorRTLLMRunner(llm, SamplingParams, eos_token_id)
 

@@ -76,8 +76,12 @@ class XLAGenerateRunner:
         self._compiles = compiles
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
-                 on_token: Optional[Callable[[], None]] = None) -> Generation:
-        out = self._generate.generate(input_ids.to(self._device), max_new_tokens, with_logits, on_token)
+                 on_token: Optional[Callable[[], None]] = None,
+                 forced_tokens: Optional[torch.Tensor] = None) -> Generation:
+        if forced_tokens is not None:
+            forced_tokens = forced_tokens.to(self._device)
+        out = self._generate.generate(input_ids.to(self._device), max_new_tokens, with_logits, on_token,
+                                      forced_tokens)
         compiles = self._compiles()
         self._settings.setdefault("xla_compiles_first_call", compiles)
         self._settings["xla_compiles"] = compiles

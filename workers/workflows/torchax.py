@@ -70,10 +70,14 @@ class _TorchaxGreedy:
         self.env = env
         self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))
 
-    def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None):
+    def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None, forced_tokens=None):
         input_ids = input_ids.to("cpu")  # outside the env: see _HOST_FIRST
+        if forced_tokens is not None:
+            forced_tokens = forced_tokens.to("cpu", input_ids.dtype)
         with self.env:
-            out = self.greedy.generate(input_ids.to("jax"), max_new_tokens, with_logits, on_token)
+            if forced_tokens is not None:
+                forced_tokens = forced_tokens.to("jax")
+            out = self.greedy.generate(input_ids.to("jax"), max_new_tokens, with_logits, on_token, forced_tokens)
             # jax keeps 32-bit integers unless x64 is enabled
             tokens = out.tokens.to("cpu").to(torch.long)
             logits = out.step_logits.to("cpu") if with_logits else None

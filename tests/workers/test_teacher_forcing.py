@@ -1,0 +1,203 @@
+"""Teacher-forced correctness: every LLM loop can be fed eager's greedy tokens, its logits are then compared with
+eager's at every output step (0: prefill, then each decode step), and its own token choices with eager's. Bugs are
+planted by monkeypatching (never in the product code) and must fail the check at batch 1 and 4."""
+
+import pytest
+import torch
+
+from mlcbench.schema import MODELS, JobSpec
+from mlcbench.workers.decode import Generation, compiled_step
+from mlcbench.workers.decode.compiled_step import CompiledStepRunner, decode_step, prefill
+from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
+from mlcbench.workers.decode.hf_generate import HFGenerateRunner
+from mlcbench.workers.decode.static_llama import Block, StaticLlama
+from mlcbench.workers.measurement.correctness import compare_teacher_forced
+from mlcbench.workers.models import llm as llm_models
+from mlcbench.workers.runner import run_job
+
+OUTPUT_LEN = 6
+
+
+def job(workflow: str = "torch_compile_decode", **overrides) -> JobSpec:
+    return JobSpec(**{"model": "llama-2layer", "workflow": workflow, "precision": "fp32", "batch_size": 1,
+                      "output_len": OUTPUT_LEN, "device": "cpu", "warmup": 0, "repeats": 1, **overrides})
+
+
+def model_and_prompt(batch: int, dtype=torch.float32):
+    spec = job(batch_size=batch)
+    info = MODELS[spec.model]
+    return (llm_models.build(info, spec, dtype, torch.device("cpu")),
+            llm_models.prompt_ids(info, spec, torch.device("cpu")))
+
+
+def plain(model: StaticLlama, eos: list[int]) -> CompiledStepRunner:
+    runner = CompiledStepRunner(model, eos, "default")
+    runner.prefill, runner.step = prefill, decode_step
+    return runner
+
+
+# ---- the bugs, each in the decode step only (the prefill stays right: the check must see the decode step) ----
+
+def _attend_without_decode_writes(original):
+    def attend(self, x, positions, cos, sin):
+        if x.shape[1] > 1:
+            return original(self, x, positions, cos, sin)
+        caches = self.k_cache, self.v_cache
+        self.k_cache, self.v_cache = caches[0].clone(), caches[1].clone()  # the step writes into copies, then lost
+        try:
+            return original(self, x, positions, cos, sin)
+        finally:
+            self.k_cache, self.v_cache = caches
+    return attend
+
+
+def _forward_with_rope_one_position_off(original):
+    def forward(self, ids, positions):
+        if ids.shape[1] > 1:
+            return original(self, ids, positions)
+        tables = self.cos, self.sin
+        self.cos, self.sin = tables[0].roll(1, 0), tables[1].roll(1, 0)  # position p rotated as p - 1
+        try:
+            return original(self, ids, positions)
+        finally:
+            self.cos, self.sin = tables
+    return forward
+
+
+def _forward_skipping_the_last_layer(original):
+    def forward(self, ids, positions):
+        if ids.shape[1] > 1:
+            return original(self, ids, positions)
+        layers = self.layers
+        self.layers = layers[:-1]
+        try:
+            return original(self, ids, positions)
+        finally:
+            self.layers = layers
+    return forward
+
+
+def _sampled(logits: torch.Tensor, eos_ids: torch.Tensor) -> torch.Tensor:
+    """A draw from softmax(logits) (Gumbel-max) in place of the argmax."""
+    logits = logits.float().index_fill(-1, eos_ids, float("-inf"))
+    return (logits - torch.log(-torch.log(torch.rand_like(logits)))).argmax(dim=-1)
+
+
+BUGS = {
+    "kv_cache_never_updated": lambda mp: mp.setattr(Block, "attend", _attend_without_decode_writes(Block.attend)),
+    "rope_one_position_off": lambda mp: mp.setattr(StaticLlama, "forward",
+                                                   _forward_with_rope_one_position_off(StaticLlama.forward)),
+    "one_layer_skipped": lambda mp: mp.setattr(StaticLlama, "forward",
+                                               _forward_skipping_the_last_layer(StaticLlama.forward)),
+    "sampling_instead_of_greedy": lambda mp: mp.setattr(compiled_step, "_greedy", _sampled),
+}
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_compiled_decode_loop_passes_every_step_fed_eagers_tokens(tmp_path, batch):
+    result = run_job(job(batch_size=batch), tmp_path)
+    assert result.status == "ok", result.error
+    check = result.correctness
+    assert check.passed and check.method == "teacher_forced" and check.steps_checked == OUTPUT_LEN
+    assert check.token_agreement == 1.0 and check.rel_l2_error < 1e-5
+    assert result.metrics.latency.processes[0].correctness == check  # the process's own check, for the host
+    # the forced tokens ran the same compiled step as the timed calls: nothing compiled again
+    assert result.metrics.recompiles == 0 and result.metrics.applied.compiled_graphs == 2
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_a_planted_decode_bug_fails_the_check(tmp_path, monkeypatch, bug, batch):
+    """torch_compile_decode through the worker, its step functions left uncompiled (Inductor on this CPU takes ~90 s
+    a shape; the test above runs the compiled graphs on the same loop): the planted bug is in the code they trace."""
+    monkeypatch.setattr(compiled_step, "compile_for_warm_start", lambda function, **options: function)
+    BUGS[bug](monkeypatch)
+    result = run_job(job(batch_size=batch), tmp_path)
+    assert result.status == "ok", result.error
+    check = result.correctness
+    assert check.method == "teacher_forced" and check.steps_checked == OUTPUT_LEN
+    assert not check.passed and result.reason == "correctness check failed against eager"
+    assert result.metrics.latency.processes[0].correctness == check
+    if bug == "sampling_instead_of_greedy":  # fed eager's tokens, its logits are eager's: its choices give it away
+        assert check.rel_l2_error < 1e-5 and check.token_agreement < 1.0
+    else:
+        assert check.worst_step > 0 and check.rel_l2_error > check.tolerance  # a decode step, not the prefill
+
+
+def _static_cache_without_decode_writes(monkeypatch):
+    from transformers.cache_utils import StaticLayer
+
+    original = StaticLayer.update
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if key_states.shape[-2] > 1 or not self.is_initialized:
+            return original(self, key_states, value_states, *args, **kwargs)
+        self.cumulative_length.add_(key_states.shape[-2])  # the position moves on, nothing is written
+        return self.keys, self.values
+
+    monkeypatch.setattr(StaticLayer, "update", update)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_static_cache_that_skips_its_decode_update_fails_torch_compile_static(tmp_path, monkeypatch, batch):
+    _static_cache_without_decode_writes(monkeypatch)
+    result = run_job(job("torch_compile_static", batch_size=batch), tmp_path)
+    assert result.status == "ok", result.error
+    assert result.metrics.applied.compiled_graphs >= 1  # the compiled forward ran the planted cache
+    check = result.correctness
+    assert check.method == "teacher_forced" and check.steps_checked == OUTPUT_LEN
+    assert not check.passed and check.worst_step > 0 and check.rel_l2_error > check.tolerance
+
+
+@torch.no_grad()
+def test_a_decode_step_that_never_writes_its_cache_fails_in_bf16_at_batch_1(monkeypatch):
+    """The issue's case: bf16 (tolerance 6 %), batch 1, uncompiled. Compared only while the greedy tokens agreed,
+    this bug passed (rel L2 0.0455)."""
+    model, prompt = model_and_prompt(1, torch.bfloat16)
+    reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, 16, with_logits=True)
+    monkeypatch.setattr(Block, "attend", _attend_without_decode_writes(Block.attend))
+    forced = plain(StaticLlama(model), [model.config.eos_token_id]).generate(
+        prompt, 16, with_logits=True, forced_tokens=reference.tokens)
+    check = compare_teacher_forced(forced, reference, torch.bfloat16)
+    assert not check.passed and check.steps_checked == 16 and check.worst_step > 0
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+@torch.no_grad()
+def test_every_loop_fed_the_same_tokens_gives_the_logits_of_one_forward_over_them(batch):
+    """Forced tokens that are not the greedy ones: each loop's step k must see exactly prompt + tokens[:k]."""
+    model, prompt = model_and_prompt(batch)
+    eos = model.config.eos_token_id
+    forced = torch.randint(3, 32000, (batch, OUTPUT_LEN), generator=torch.Generator().manual_seed(3))
+    whole = model(input_ids=torch.cat([prompt, forced], dim=1)).logits
+    expected = whole[:, prompt.shape[1] - 1:-1].float()  # the logits each of the output steps is chosen from
+    loops = {"hf_generate": HFGenerateRunner(model, disable_compile=True),
+             "greedy_no_kv_cache": GreedyRunner(LogitsOnly(model), eos_token_id=eos),
+             "compiled_step": plain(StaticLlama(model), [eos])}
+    for name, loop in loops.items():
+        out = loop.generate(prompt, OUTPUT_LEN, with_logits=True, forced_tokens=forced)
+        torch.testing.assert_close(out.step_logits, expected, rtol=1e-4, atol=1e-4, msg=name)
+        # its own choices, not the forced tokens: the argmax of its logits, EOS excluded
+        assert torch.equal(out.tokens, expected.index_fill(-1, torch.tensor([eos]), float("-inf")).argmax(-1)), name
+
+
+def test_a_choice_counts_as_agreeing_only_within_the_steps_numeric_error():
+    ref_logits = torch.tensor([[[3.0, 2.0, 1.0, 0.0]], [[0.0, 1.0, 2.8, 2.9]]])  # batch 2, 1 step, vocab 4
+    reference = Generation(tokens=torch.tensor([[0], [3]]), step_logits=ref_logits)
+
+    def check(tokens, logits):
+        return compare_teacher_forced(Generation(tokens=torch.tensor(tokens), step_logits=logits), reference,
+                                      torch.float32)
+
+    assert check([[0], [3]], ref_logits).passed
+    # row 2 picks 2, 0.1 below eager's pick: a near-tie only where its logits differ from eager's by 0.05 or more
+    shifted = ref_logits.clone()
+    shifted[1, 0, 2] += 0.0001
+    assert check([[0], [2]], shifted).token_agreement == 0.5
+    within = ref_logits.clone()
+    within[1, 0, 2] += 0.06
+    within[1, 0, 3] -= 0.06
+    agreeing = check([[0], [2]], within)
+    assert agreeing.token_agreement == 1.0 and agreeing.rel_l2_error > agreeing.tolerance  # tokens fine, logits not
+    missing = compare_teacher_forced(Generation(tokens=torch.tensor([[0], [3]])), reference, torch.float32)
+    assert not missing.passed and missing.steps_checked == 0
