@@ -2,7 +2,9 @@ import os
 import subprocess
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -57,3 +59,36 @@ def immutable(tmp_path):
     for path in made:
         if os.geteuid() == 0:
             subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@dataclass
+class EndedWorker:
+    """A stand-in for a worker process that has already ended (a runtime's start_worker writes whatever result lines
+    it should have written first): its exit code and log."""
+
+    exit_code: int = 0
+    log: str = ""
+
+    def poll(self) -> Optional[int]:
+        return self.exit_code
+
+    def kill(self) -> None: ...
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log
+
+    def oom_killed(self) -> bool:
+        return False
+
+
+def results_of(runtime, jobs: list, workdir: Path, **options) -> list:
+    """The results the host reads back for `jobs` run through `runtime` (the follower's run_jobs, with its options),
+    the runtime closed afterwards."""
+    from mlcbench.orchestrator.runtimes.follower import run_jobs
+
+    results = []
+    try:
+        run_jobs(runtime, jobs, workdir, results.append, **options)
+    finally:
+        runtime.close()
+    return results

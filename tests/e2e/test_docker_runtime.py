@@ -3,62 +3,24 @@
 Needs a Docker engine and the local base image and wheelhouse that .ci/docker-setup.sh prepares."""
 
 import os
-from pathlib import Path
 
 import docker.errors
 import pytest
 
 from mlcbench.orchestrator.envs import load_env
-from mlcbench.orchestrator.errors import UsageError
-from mlcbench.orchestrator.envs.images import BuildOptions, connect, ensure_image
+from mlcbench.orchestrator.envs.images import ensure_image
 from mlcbench.orchestrator.runtimes.base import WorkerFiles
-from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.docker import DockerRuntime, remove_leftovers
 from mlcbench.orchestrator.runtimes.local import LocalRuntime
-from mlcbench.schema import JobSpec, Result
+from mlcbench.schema import JobSpec
+from tests.conftest import results_of
 
 pytestmark = pytest.mark.docker
-
-BASE_IMAGE = "mlcbench-base/debian:bookworm"
-WHEELHOUSE = Path(os.environ.get("MLCBENCH_WHEELHOUSE", Path.home() / ".cache" / "mlcbench" / "wheelhouse"))
-
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        client = connect()
-    except UsageError as error:
-        pytest.skip(f"no Docker engine: {error} (.ci/docker-setup.sh starts one)")
-    try:
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"no local base image {BASE_IMAGE} (.ci/docker-setup.sh makes it with debootstrap)")
-    yield client
-    assert client.containers.list(all=True, filters={"label": "mlcbench=1"}) == [], "containers left behind"
-
-
-@pytest.fixture(scope="module")
-def build_options() -> BuildOptions:
-    return BuildOptions(base_image=BASE_IMAGE, wheelhouse=WHEELHOUSE if WHEELHOUSE.is_dir() else None)
-
-
-@pytest.fixture(scope="module")
-def cpu_image(client, build_options):
-    return ensure_image(client, load_env("cpu"), build_options)
 
 
 def job(model: str, workflow: str, **fields) -> JobSpec:
     return JobSpec(model=model, workflow=workflow, precision="fp32", batch_size=1, device="cpu", warmup=1, repeats=3,
                    **fields)
-
-
-def run(runtime, jobs: list[JobSpec], workdir: Path) -> list[Result]:
-    results: list[Result] = []
-    try:
-        run_jobs(runtime, jobs, workdir, results.append)
-    finally:
-        runtime.close()
-    return results
 
 
 def test_unchanged_env_is_not_rebuilt(client, cpu_image, build_options, monkeypatch):
@@ -76,12 +38,12 @@ def test_unchanged_env_is_not_rebuilt(client, cpu_image, build_options, monkeypa
 
 def test_jobs_in_a_container_match_a_local_run(client, cpu_image, tmp_path):
     jobs = [job(model, workflow) for model in ("ffn-small", "matmul-small")
-            for workflow in ("eager", "torch_compile", "onnxruntime")]
+            for workflow in ("eager", "torch_compile", "torchscript", "onnxruntime")]
     env = load_env("cpu")
     runtime = DockerRuntime(env, cache_dir=tmp_path / "cache", sweep_id="test", client=client)
     assert runtime.image_digest() == cpu_image.digest
-    in_container = run(runtime, jobs, tmp_path / "docker")
-    local = run(LocalRuntime(load_env("local"), cache_dir=tmp_path / "local-cache"), jobs, tmp_path / "local")
+    in_container = results_of(runtime, jobs, tmp_path / "docker")
+    local = results_of(LocalRuntime(load_env("local"), cache_dir=tmp_path / "local-cache"), jobs, tmp_path / "local")
 
     assert [(r.job_id, r.status) for r in in_container] == [(j.job_id, "ok") for j in jobs], \
         [(r.job.label(), r.status, r.reason, r.error) for r in in_container]
@@ -99,7 +61,7 @@ def test_a_crash_and_a_hang_cost_only_their_own_job(client, cpu_image, tmp_path)
             job("matmul-small", "fault-hang", timeout_s=5), job("ffn-small", "eager")]
     runtime = DockerRuntime(load_env("cpu"), cache_dir=tmp_path / "cache", sweep_id="test", client=client,
                             extra_env={"MLCBENCH_TEST_FAULTS": "1"})
-    results = run(runtime, jobs, tmp_path / "work")
+    results = results_of(runtime, jobs, tmp_path / "work")
 
     assert [r.status for r in results] == ["crashed", "ok", "timeout", "ok"], \
         [(r.job.label(), r.status, r.reason) for r in results]

@@ -1,38 +1,14 @@
 """`mlcbench sweep --env cpu` end to end: containers of the cpu image, rows tagged env=cpu with the image digest."""
 
-import os
 from pathlib import Path
 
-import docker.errors
 import pytest
 from typer.testing import CliRunner
 
 from mlcbench.orchestrator.cli import app
-from mlcbench.orchestrator.envs import load_env
-from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
-from mlcbench.orchestrator.envs.images import BuildOptions, connect, ensure_image
 from mlcbench.orchestrator.store import Store
 
 pytestmark = pytest.mark.docker
-
-BASE_IMAGE = "mlcbench-base/debian:bookworm"
-WHEELHOUSE = Path(os.environ.get("MLCBENCH_WHEELHOUSE", Path.home() / ".cache" / "mlcbench" / "wheelhouse"))
-
-
-@pytest.fixture(scope="module")
-def cpu_image():
-    try:
-        client = connect()
-    except (UsageError, EnvironmentFailure) as error:
-        pytest.skip(f"no Docker engine: {error} (.ci/docker-setup.sh starts one)")
-    try:
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"no local base image {BASE_IMAGE} (.ci/docker-setup.sh makes it with debootstrap)")
-    # what the sweep then finds: an image built from the env's current files
-    yield ensure_image(client, load_env("cpu"), BuildOptions(base_image=BASE_IMAGE,
-                                                             wheelhouse=WHEELHOUSE if WHEELHOUSE.is_dir() else None))
-    assert client.containers.list(all=True, filters={"label": "mlcbench=1"}) == [], "containers left behind"
 
 
 def test_sweep_in_the_cpu_env_stores_rows_with_the_image_digest(cpu_image, tmp_path):

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.envs.images import BuildOptions, connect, find_image
-from mlcbench.orchestrator.errors import UsageError
+from mlcbench.orchestrator.errors import EnvironmentFailure
 from mlcbench.orchestrator.store import Store
+from tests.e2e.conftest import BASE_IMAGE
 
 pytestmark = [pytest.mark.docker, pytest.mark.openxla_image]
 
-BASE_IMAGE = "mlcbench-base/debian:bookworm"
 WHEELHOUSE = Path(os.environ.get("MLCBENCH_OPENXLA_WHEELHOUSE",
                                  Path.home() / ".cache" / "mlcbench" / "wheelhouse-openxla"))
 
@@ -33,7 +33,7 @@ def _missing(reason: str) -> None:
 def openxla_image():
     try:
         client = connect()
-    except UsageError as error:
+    except EnvironmentFailure as error:
         _missing(f"no Docker engine: {error} (.ci/docker-setup.sh starts one)")
     options = BuildOptions(base_image=BASE_IMAGE, wheelhouse=WHEELHOUSE if WHEELHOUSE.is_dir() else None)
     image = find_image(client, load_env("openxla", "cpu"), options)

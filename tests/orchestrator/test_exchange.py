@@ -3,10 +3,10 @@ result's text holds."""
 
 from pathlib import Path
 
-from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.schema import EnvSpec, JobSpec, Result
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, WorkerArgs, worker_command
+from tests.conftest import results_of
 
 LOCAL = EnvSpec(name="local", runtime="local", workflows=["*"])
 # characters that str.splitlines() takes for line ends, though JSON leaves them unescaped inside a string
@@ -22,8 +22,7 @@ def test_a_reason_holding_a_unicode_line_separator_comes_back_as_one_result_for_
     written = {jobs[0].job_id: f"first{LINE_BREAKS_OF_STR}reason", jobs[1].job_id: "second"}
     runtime = SimulatedRuntime(LOCAL, seconds=lambda _: 0.0, answer=lambda spec: Result.without_run(
         spec, "unsupported", written[spec.job_id]))
-    results: list[Result] = []
-    run_jobs(runtime, jobs, tmp_path / "work", results.append)
+    results = results_of(runtime, jobs, tmp_path / "work")
     assert [(r.job_id, r.status, r.reason) for r in results] == [
         (jobs[0].job_id, "unsupported", written[jobs[0].job_id]), (jobs[1].job_id, "unsupported", "second")]
     assert runtime.workers_started == 1

@@ -9,6 +9,7 @@ import pytest
 from mlcbench.orchestrator.runtimes.follower import describe_exit, parse_result_line, run_jobs
 from mlcbench.orchestrator.runtimes.local import LocalRuntime
 from mlcbench.schema import EnvSpec, JobSpec, Result
+from tests.conftest import results_of
 
 LOCAL = EnvSpec(name="local", runtime="local", workflows=["*"])
 
@@ -20,9 +21,7 @@ def job(workflow: str, **overrides) -> JobSpec:
 
 def run(tmp_path, jobs: list[JobSpec]) -> list[Result]:
     runtime = LocalRuntime(LOCAL, cache_dir=tmp_path / "cache", extra_env={"MLCBENCH_TEST_FAULTS": "1"})
-    results: list[Result] = []
-    run_jobs(runtime, jobs, tmp_path / "work", results.append)
-    return results
+    return results_of(runtime, jobs, tmp_path / "work")
 
 
 def test_worker_killed_mid_job_keeps_finished_results_and_records_the_crash(tmp_path):

@@ -3,7 +3,6 @@ container's labels or command, a stored result, or a stored worker log tail."""
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.gpu import Target
@@ -12,6 +11,7 @@ from mlcbench.orchestrator.runtimes.base import Runtime, WorkerFiles
 from mlcbench.orchestrator.runtimes.docker import container_options, worker_ids
 from mlcbench.orchestrator.store import Store
 from mlcbench.schema import EnvSpec, JobSpec, Result, Suite, SuiteEntry
+from tests.conftest import EndedWorker
 
 SECRET = "hf_SECRETsecretSECRET0123456789"
 CPU_ENV = EnvSpec(name="cpu", runtime="docker", workflows=["eager"])
@@ -29,29 +29,14 @@ def test_a_container_gets_the_secret_in_its_run_time_environment_only(tmp_path, 
     assert SECRET not in json.dumps([build_args(CPU_ENV, BuildOptions()), image_tag(CPU_ENV)])
 
 
-class _Leaky:
-    """A worker that echoes the secret in a result's error, then dies with the secret in its log."""
+class _LeakyRuntime(Runtime):
+    """Its workers echo the secret in a result's error, then die with the secret in their log."""
 
-    def __init__(self, files: WorkerFiles, jobs: list[JobSpec]):
+    def start_worker(self, files: WorkerFiles) -> EndedWorker:
+        jobs = [JobSpec.model_validate_json(line) for line in files.jobs.read_text().splitlines()]
         leaked = Result.without_run(jobs[0], "failed", f"token {SECRET} refused", error=f"env: HF_TOKEN={SECRET}")
         files.results.write_text(leaked.model_dump_json() + "\n")
-
-    def poll(self) -> Optional[int]:
-        return -11
-
-    def kill(self) -> None: ...
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return f"Traceback ... Authorization: Bearer {SECRET}\nSegmentation fault"
-
-    def oom_killed(self) -> bool:
-        return False
-
-
-class _LeakyRuntime(Runtime):
-    def start_worker(self, files: WorkerFiles) -> _Leaky:
-        jobs = [JobSpec.model_validate_json(line) for line in files.jobs.read_text().splitlines()]
-        return _Leaky(files, jobs)
+        return EndedWorker(exit_code=-11, log=f"Traceback ... Authorization: Bearer {SECRET}\nSegmentation fault")
 
 
 def test_a_secret_a_worker_echoes_is_masked_before_anything_is_stored(tmp_path, monkeypatch):

@@ -1,7 +1,6 @@
 """A good result is never lost: a sweep keeps every attempt and a later crash does not hide an ok; an unreadable row
 breaks nothing but itself; a merge is one transaction."""
 
-from typing import Optional
 
 import pytest
 from sqlalchemy import text
@@ -15,29 +14,17 @@ from mlcbench.orchestrator.runtimes.simulated import KILLED, SimulatedRuntime
 from mlcbench.orchestrator.store import Store, database
 from mlcbench.orchestrator.store.merge import merge
 from mlcbench.orchestrator.suites import get_suite
+from tests.conftest import EndedWorker
 from tests.orchestrator.stores import JOB, tagged
 
 runner = CliRunner()
 
 
-class KilledWorker:
-    """A worker SIGKILLed as soon as it starts."""
-
-    def poll(self) -> Optional[int]:
-        return KILLED
-
-    def kill(self) -> None: ...
-
-    def log_tail(self, chars: int = 0) -> str:
-        return ""
-
-    def oom_killed(self) -> bool:
-        return False
-
-
 class KillingRuntime(Runtime):
-    def start_worker(self, files: WorkerFiles) -> KilledWorker:
-        return KilledWorker()
+    """Its workers are SIGKILLed as soon as they start."""
+
+    def start_worker(self, files: WorkerFiles) -> EndedWorker:
+        return EndedWorker(exit_code=KILLED)
 
 
 def sweep_once(tmp_path, store: Store, runtime: type, rerun: bool) -> sweeping.SweepReport:

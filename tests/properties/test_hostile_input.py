@@ -2,16 +2,15 @@
 lines) kept as failed results with the raw text, never dropped and never a crash of the orchestrator."""
 
 import json
-from typing import Optional
 
 import pytest
 
 from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, load_env
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.runtimes.base import Runtime, WorkerFiles
-from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.schema import EnvSpec, JobSpec, Result
 from mlcbench.workers.exchange import JobFileError, read_jobs
+from tests.conftest import EndedWorker, results_of
 
 JOB = JobSpec(model="matmul-small", workflow="eager", precision="fp32", batch_size=1, device="cpu", warmup=0, repeats=1)
 GOOD_LINE = JOB.model_dump_json().encode()
@@ -63,31 +62,16 @@ def test_a_bad_env_toml_is_refused_naming_the_file_and_field(tmp_path, monkeypat
     assert str(folder / "env.toml") in str(refused.value) and field in str(refused.value)
 
 
-class _Scripted:
-    """A worker that writes the given result lines at once, then exits 0."""
-
-    def __init__(self, files: WorkerFiles, lines: list[bytes]):
-        files.results.write_bytes(b"".join(line + b"\n" for line in lines))
-
-    def poll(self) -> Optional[int]:
-        return 0
-
-    def kill(self) -> None: ...
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return ""
-
-    def oom_killed(self) -> bool:
-        return False
-
-
 class _ScriptedRuntime(Runtime):
+    """Its workers write the given result lines at once, then exit 0."""
+
     def __init__(self, lines: list[bytes]):
         super().__init__(EnvSpec(name="scripted", runtime="local", workflows=["*"]))
         self.lines = lines
 
-    def start_worker(self, files: WorkerFiles) -> _Scripted:
-        return _Scripted(files, self.lines)
+    def start_worker(self, files: WorkerFiles) -> EndedWorker:
+        files.results.write_bytes(b"".join(line + b"\n" for line in self.lines))
+        return EndedWorker()
 
 
 def test_result_lines_that_do_not_parse_are_stored_as_failed_results_with_the_raw_text(tmp_path):
@@ -96,8 +80,7 @@ def test_result_lines_that_do_not_parse_are_stored_as_failed_results_with_the_ra
     unknown_field = good[:-1] + b', "extra": 1}'
     lines = [good, good[:50], b"[1, 2]", b"\xff\xfe not text", unknown_field, b"x" * 300_000,
              b"one line too many"]
-    got: list[Result] = []
-    run_jobs(_ScriptedRuntime(lines), jobs, tmp_path, got.append, poll_s=0.01)
+    got = results_of(_ScriptedRuntime(lines), jobs, tmp_path, poll_s=0.01)
 
     assert [result.job_id for result in got] == [job.job_id for job in jobs]
     assert [result.status for result in got] == ["ok"] + ["failed"] * 5

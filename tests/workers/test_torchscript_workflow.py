@@ -2,9 +2,9 @@
 result read back by the host, the traced module checked against eager."""
 
 from mlcbench.orchestrator.envs import load_env
-from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.local import LocalRuntime
 from mlcbench.schema import WORKFLOWS, JobSpec, Result
+from tests.conftest import results_of
 
 
 def job(model: str, **overrides) -> JobSpec:
@@ -13,9 +13,7 @@ def job(model: str, **overrides) -> JobSpec:
 
 
 def run(tmp_path, jobs: list[JobSpec]) -> list[Result]:
-    results: list[Result] = []
-    run_jobs(LocalRuntime(load_env("local"), cache_dir=tmp_path / "cache"), jobs, tmp_path / "work", results.append)
-    return results
+    return results_of(LocalRuntime(load_env("local"), cache_dir=tmp_path / "cache"), jobs, tmp_path / "work")
 
 
 def test_torchscript_runs_synthetic_models_in_the_local_env_and_matches_eager(tmp_path):
