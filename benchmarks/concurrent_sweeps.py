@@ -4,7 +4,8 @@ the same moment on a store that does not exist yet. Every sweep must exit 0, and
 exactly once (no cell lost, none stored twice). Before the migration's transaction began IMMEDIATE, 2 of 3 such
 sweeps failed with "database is locked" in 2 of 5 trials.
 
-Run: .venv/bin/python benchmarks/concurrent_sweeps.py [--trials 20] [--sweeps 3] > benchmarks/results/concurrent-sweeps.txt"""
+Run: .venv/bin/python benchmarks/concurrent_sweeps.py [--trials 20] [--sweeps 3] \
+         > benchmarks/results/concurrent-sweeps.txt"""
 
 import argparse
 import platform

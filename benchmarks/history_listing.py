@@ -57,7 +57,8 @@ def main() -> None:
         fill(url, arguments.attempts)
         print(f"interpreter start and import alone (mlcbench --version): {timed('--version'):.1f} s")
         for extra in ([], ["--limit", "0"]):
-            print(f"results --history {' '.join(extra) or '(default --limit 50)'}: {timed('results', '--history', '--db', url, *extra):.1f} s")
+            seconds = timed("results", "--history", "--db", url, *extra)
+            print(f"results --history {' '.join(extra) or '(default --limit 50)'}: {seconds:.1f} s")
 
 
 if __name__ == "__main__":

@@ -219,8 +219,8 @@ def warn_of_large_models_on_a_cpu(jobs: list[JobSpec], target: Target) -> None:
         return
     models = sorted({job.model for job in large})
     print(f"warning: on a CPU: {len(large)} job(s) of {', '.join(models)} (each of ≥ "
-          f"{LARGE_ON_A_CPU / 1e9:g}B parameters), at batch up to {max(job.batch_size for job in large)}, may each take "
-          f"hours; --model and --batch-size pick fewer, --suite smoke is sized for a CPU", file=sys.stderr)
+          f"{LARGE_ON_A_CPU / 1e9:g}B parameters), at batch up to {max(job.batch_size for job in large)}, may each "
+          f"take hours; --model and --batch-size pick fewer, --suite smoke is sized for a CPU", file=sys.stderr)
 
 
 def hardware(target: Target) -> str:

@@ -152,8 +152,8 @@ class Store:
                 session.rollback()
         except DBAPIError as error:
             raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error, self.url)}; "
-                                     f"nothing was run; mend it (a user without INSERT rights, a full disk) or choose another --db") \
-                from None
+                                     f"nothing was run; mend it (a user without INSERT rights, a full disk) or "
+                                     f"choose another --db") from None
 
     def put(self, result: Result, sweep_id: Optional[str] = None) -> None:
         """Add one attempt at its cell; the cell's earlier attempts stay."""
