@@ -160,3 +160,68 @@ def test_own_models_run_end_to_end_correct_against_eager_and_unsupported_with_th
         assert result["job"]["model_info"]["hf_config"]["model_type"] in ("llama", "qwen2")
         if workflow != "eager":
             assert result["correctness"]["passed"], (model, workflow, result["correctness"])
+
+
+def test_the_weights_a_row_used_are_in_its_table_row_and_csv():
+    from rich.console import Console
+
+    from mlcbench.orchestrator.reports.export import to_csv
+    from mlcbench.orchestrator.reports.tables import results_table
+    from mlcbench.schema import JobSpec, Result
+
+    random = JobSpec(model="llama-2layer", workflow="eager", precision="fp32", batch_size=1, device="cpu")
+    real = random.model_copy(update={"model_path": "/models/ckpt-a"})
+    rows = [Result.without_run(job, "unsupported", "why") for job in (random, real)]
+    csv = to_csv(rows).splitlines()
+    weights = csv[0].split(",").index("weights")
+    assert [line.split(",")[weights] for line in csv[1:]] == ["random (seed 0)", "/models/ckpt-a"]
+    console = Console(width=400, record=True)
+    console.print(results_table(rows))
+    assert "llama-2layer (weights /models/ckpt-a)" in console.export_text()
+    assert real.job_id != random.job_id  # a cell of its own
+
+
+def test_a_model_id_is_read_from_the_local_hugging_face_cache_only(mlcbench, tmp_path):
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--someone--qwen2-tiny" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    shutil.copy(SUITES / "configs" / "qwen2-tiny" / "config.json", snapshot / "config.json")
+    (cache / "models--someone--qwen2-tiny" / "refs").mkdir()
+    (cache / "models--someone--qwen2-tiny" / "refs" / "main").write_text("0123abc")
+    offline = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    done = mlcbench("sweep", "--model", "someone/qwen2-tiny", "--workflow", "eager", "--output-len", "2",
+                    "--db", f"sqlite:///{tmp_path / 'cached.db'}", env=offline)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [(model, status)] = sqlite3.connect(tmp_path / "cached.db").execute("select model, status from results").fetchall()
+    assert (model, status) == ("someone--qwen2-tiny", "ok")
+    missing = mlcbench("sweep", "--model", "someone/not-cached", "--workflow", "eager", "--output-len", "2", env=offline)
+    assert missing.returncode == 2 and "nor in the local Hugging Face cache" in missing.stderr, missing.stderr
+
+
+def test_a_synthetic_model_of_the_suites_own_runs_and_the_list_of_suites_names_every_file(mlcbench, tmp_path):
+    suite = _suite(tmp_path, HEAD + '[models.wide-ffn]\narchitecture = "ffn"\nhidden_size = 96\n'
+                             'intermediate_size = 384\n[[entries]]\nmodels = ["wide-ffn"]\nworkflows = ["eager"]\n'
+                             'batch_sizes = [2]\nrepetition = { processes = 1 }\n')
+    done = mlcbench("sweep", "--suite", suite)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [(result_json,)] = sqlite3.connect(tmp_path / "results" / "mlcbench.db").execute(
+        "select result_json from results").fetchall()
+    result = json.loads(result_json)
+    assert result["status"] == "ok" and result["job"]["model_info"]["intermediate_size"] == 384
+    listed = CliRunner().invoke(app, ["suites"])
+    assert listed.exit_code == 0 and all(f"{name}:" in listed.stdout for name in builtin_names())
+
+
+def test_a_checkpoint_with_the_config_of_a_suites_own_model_gives_it_real_weights(mlcbench, tmp_path):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    settings = json.loads((SUITES / "configs" / "qwen2-tiny" / "config.json").read_text())
+    folder = tmp_path / "qwen2-checkpoint"
+    AutoModelForCausalLM.from_config(AutoConfig.for_model(**settings)).save_pretrained(folder)
+    done = mlcbench("sweep", "--suite", str(OWN_MODELS), "--model", "qwen2-tiny", "--workflow", "eager",
+                    "--batch-size", "1", "--checkpoint", f"qwen2-tiny={folder}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [(result_json,)] = sqlite3.connect(tmp_path / "results" / "mlcbench.db").execute(
+        "select result_json from results").fetchall()
+    result = json.loads(result_json)
+    assert result["status"] == "ok" and result["job"]["model_path"] == str(folder.resolve())
