@@ -1,6 +1,5 @@
 """The `mlcbench` command."""
 
-import errno
 import os
 import shlex
 import sys
@@ -26,6 +25,7 @@ from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
+from mlcbench.orchestrator.store.database import MACHINE_ERRNOS
 from mlcbench.orchestrator.store.redaction import mask
 from mlcbench.orchestrator.suites import builtin_names, builtin_text, default_suite, get_suite, grid_suite
 from mlcbench.orchestrator.reports.tables import history_table, results_table
@@ -252,7 +252,7 @@ def usable_folder(path: Path, option: str) -> None:
             pass
     except OSError as error:
         reason = f"{option} {path.parent}: cannot be used ({error.strerror or error}: {error.filename or path})"
-        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+        if error.errno in MACHINE_ERRNOS:
             raise EnvironmentFailure(f"{reason}; free space, then run the same command again") from None
         raise UsageError(f"{reason}; choose a folder you can write to") from None
 

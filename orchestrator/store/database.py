@@ -8,6 +8,7 @@ Any SQLAlchemy URL works (SQLite by default, PostgreSQL for several hosts). The 
 Alembic migrations, never rewritten silently. The orchestrator is the only writer; several orchestrators (threads,
 processes, hosts) may write to one store at once."""
 
+import errno
 import os
 import sqlite3
 from datetime import datetime, timezone
@@ -315,8 +316,10 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
-                raise UsageError(f"cannot create the result store {path}: {error.strerror} ({error.filename}); "
-                                 f"choose another --db") from None
+                reason = f"cannot create the result store {path}: {error.strerror} ({error.filename})"
+                if error.errno in MACHINE_ERRNOS:
+                    raise EnvironmentFailure(f"{reason}; free space, then run the same command again") from None
+                raise UsageError(f"{reason}; choose another --db") from None
         read_only = path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
         if read_only and create:
             raise UsageError(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
@@ -375,6 +378,8 @@ def _read_only_sqlite(path: Path) -> OpenedStore:
 # SQLSTATE classes of a server that answered and refused what it was asked: invalid authorization (a wrong user or
 # password), no such database
 _REFUSALS = ("28", "3D")
+# what an OSError says when the machine failed (a full disk or quota, an I/O error), not the path the user gave
+MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 # SQLite result codes of a machine that failed, not of a wrong --db: SQLITE_NOMEM, SQLITE_BUSY, SQLITE_LOCKED,
 # SQLITE_IOERR, SQLITE_FULL (primary codes; an extended code carries one in its low byte)
 _SQLITE_MACHINE_FAILURES = frozenset({7, 5, 6, 10, 13})

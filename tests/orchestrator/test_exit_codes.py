@@ -226,3 +226,20 @@ def test_a_sqlite_store_on_a_full_disk_is_the_machine_s_failure_and_a_file_that_
     (tmp_path / "text.db").write_text("hi, not a database" * 100)
     not_a_store = error_of(tmp_path / "text.db", "SELECT * FROM sqlite_master")
     assert _refused_for_what_was_asked(not_a_store, "sqlite")
+
+
+def test_a_full_disk_where_the_store_would_be_made_is_exit_1(tmp_path, monkeypatch, no_runs):
+    import errno
+
+    folder = tmp_path / "full" / "disk"
+    make = Path.mkdir
+
+    def full(self: Path, *args, **kwargs):
+        if self == folder:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return make(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", full)
+    one_error_line(runner.invoke(app, [*TINY, "--db", str(folder / "store.db"), "--workdir", str(tmp_path / "w")]),
+                   ExitCode.ENVIRONMENT, f"cannot create the result store {folder / 'store.db'}: No space left on device")
+    assert no_runs == []
