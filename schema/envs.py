@@ -33,6 +33,9 @@ class EnvSpec(StrictModel):
     runtime: Literal["docker", "local"]
     base_image: Optional[str] = None
     build_args: dict[str, str] = {}
+    # a folder of envs/ without an env.toml whose Dockerfile (and the files it copies) this env builds with its own
+    # build_args, so that stacks differing only in pins share one Dockerfile; the env's own files are laid over it
+    build_from: Optional[str] = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$")
     python: Optional[str] = None
     cuda: Optional[str] = None
     # compute capabilities the stack can target, e.g. ["8.0", "8.9", "9.0"]; empty: CPU only

@@ -51,23 +51,41 @@ def _read_env(name: str) -> EnvSpec:
     if "name" in data:
         raise UsageError(f"env {name!r}: {path}: field name: an env is named by its folder; remove the key")
     try:
-        return EnvSpec.model_validate({"name": name, **data})
+        spec = EnvSpec.model_validate({"name": name, **data})
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(file)"
         raise UsageError(f"env {name!r}: {path}: field {field}: {first['msg']}; fix the file") from None
+    shared = envs_dir() / spec.build_from if spec.build_from else None
+    if shared is not None and (not shared.is_dir() or (shared / "env.toml").is_file()):
+        raise UsageError(f"env {name!r}: {path}: field build_from: {shared} is not a folder of build files (one "
+                         f"without an env.toml); fix the file")
+    return spec
 
 
 def env_folder(name: str) -> Path:
     return envs_dir() / name
 
 
+def build_folders(env: EnvSpec) -> list[Path]:
+    """The folders whose files make the env's build context, in the order they are laid: the shared build files its
+    env.toml names (build_from), then its own folder."""
+    return [*([envs_dir() / env.build_from] if env.build_from else []), env_folder(env.name)]
+
+
+def build_files(env: EnvSpec) -> dict[str, Path]:
+    """The build context's files by their path in it (an env's own file takes the place of a shared one)."""
+    files: dict[str, Path] = {}
+    for folder in build_folders(env):
+        files.update({path.relative_to(folder).as_posix(): path for path in folder.rglob("*") if path.is_file()})
+    return files
+
+
 def files_hash(env: EnvSpec) -> str:
-    """sha256 over the env folder's files (relative path and content), in a stable order."""
-    folder = env_folder(env.name)
+    """sha256 over the files of the env's build context (path in it and content), in a stable order."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+    for name, path in sorted(build_files(env).items()):
+        digest.update(name.encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 

@@ -13,7 +13,7 @@ import docker
 import docker.errors
 from rich.console import Console
 
-from mlcbench.orchestrator.envs import env_folder, files_hash
+from mlcbench.orchestrator.envs import build_files, build_folders, files_hash
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.schema import EnvSpec
 
@@ -107,9 +107,9 @@ def build_image(client: docker.DockerClient, env: EnvSpec, options: BuildOptions
     """Build unconditionally, streaming the log behind a status line; a failed build raises with the log's tail."""
     if env.runtime != "docker":
         raise UsageError(f"env {env.name!r} has runtime {env.runtime!r}: there is no image to build")
-    dockerfile = env_folder(env.name) / "Dockerfile"
-    if not dockerfile.is_file():
-        raise UsageError(f"env {env.name!r}: no {dockerfile}; add one (every docker env needs a Dockerfile)")
+    if "Dockerfile" not in build_files(env):
+        raise UsageError(f"env {env.name!r}: no Dockerfile in {' or '.join(map(str, build_folders(env)))}; add one "
+                         f"(every docker env needs a Dockerfile)")
     if options.wheelhouse is not None and not options.wheelhouse.is_dir():
         raise UsageError(f"env {env.name!r}: wheelhouse {options.wheelhouse} is not a folder")
     tag = image_tag(env, options)
@@ -144,7 +144,9 @@ def build_image(client: docker.DockerClient, env: EnvSpec, options: BuildOptions
 
 
 def _assemble_context(env: EnvSpec, options: BuildOptions, context: Path) -> None:
-    shutil.copytree(env_folder(env.name), context, dirs_exist_ok=True)
+    for name, path in build_files(env).items():
+        (context / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, context / name)
     extras = context / BUILD_DIR
     (extras / "wheelhouse").mkdir(parents=True)
     (extras / "ca.pem").write_bytes(_read_ca_bundle(env, options.ca_bundle))
@@ -164,8 +166,9 @@ def _read_ca_bundle(env: EnvSpec, path: Optional[Path]) -> bytes:
 
 def _build_failed(env: EnvSpec, tag: str, tail: deque[str]) -> UsageError:
     log = "\n".join(tail)
-    return UsageError(f"env {env.name!r}: building {tag} failed; fix envs/{env.name}/Dockerfile or the build settings "
-                      f"(--base-image, --index-url, --ca-bundle, --wheelhouse). Last log lines:\n{log}")
+    return UsageError(f"env {env.name!r}: building {tag} failed; fix {build_files(env)['Dockerfile']}, the env's "
+                      f"build_args or the build settings (--base-image, --index-url, --ca-bundle, --wheelhouse). "
+                      f"Last log lines:\n{log}")
 
 
 def _first_line(error: Exception) -> str:

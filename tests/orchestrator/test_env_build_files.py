@@ -1,0 +1,79 @@
+"""Stacks that differ only in pins share one Dockerfile: an env's env.toml names a folder of build files
+(build_from) and gives its pins as build arguments; its image is tagged by everything that goes into its build."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, build_files, env_names, load_env
+from mlcbench.orchestrator.envs.images import BuildOptions, _assemble_context, build_args, image_tag
+from mlcbench.orchestrator.errors import UsageError
+
+ENVS = Path(__file__).resolve().parents[2] / "envs"
+TRITON = ("triton-2504", "triton-2602")
+# arguments a build may leave unset: pip's own index settings
+OPTIONAL_ARGS = {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"}
+
+
+@pytest.fixture
+def envs_copy(tmp_path, monkeypatch) -> Path:
+    """A private copy of envs/, so tests can edit its files."""
+    root = tmp_path / "envs"
+    shutil.copytree(ENVS, root)
+    monkeypatch.setenv(ENVS_DIR_VARIABLE, str(root))
+    return root
+
+
+def _args_without_default(dockerfile: Path) -> set[str]:
+    return set(re.findall(r"^ARG (\w+)\s*$", dockerfile.read_text(), flags=re.M))
+
+
+@pytest.mark.parametrize("env", [name for name in env_names() if load_env(name).runtime == "docker"])
+def test_every_build_argument_a_dockerfile_needs_is_given_by_the_envs_build_args(env):
+    spec = load_env(env)
+    needed = _args_without_default(build_files(spec)["Dockerfile"]) - OPTIONAL_ARGS
+    assert needed <= set(build_args(spec, BuildOptions())), env
+
+
+def test_the_triton_envs_build_one_dockerfile_with_their_own_pins():
+    specs = [load_env(name) for name in TRITON]
+    assert {build_files(spec)["Dockerfile"] for spec in specs} == {ENVS / "triton" / "Dockerfile"}
+    pins = [build_args(spec, BuildOptions()) for spec in specs]
+    assert pins[0]["TORCH_TENSORRT_PACKAGES"] != pins[1]["TORCH_TENSORRT_PACKAGES"]
+    assert "onnxruntime-gpu==1.22.0" in pins[0]["ORT_PACKAGES"] and "torch==2.9.0" in pins[1]["TORCH_TENSORRT_PACKAGES"]
+    assert not (ENVS / "triton" / "env.toml").exists() and "triton" not in env_names()
+
+
+def test_the_build_context_holds_the_shared_files_and_the_envs_own_over_them(envs_copy, tmp_path):
+    (envs_copy / "triton-2504" / "python-shim.sh").write_text("#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n")
+    context = tmp_path / "context"
+    _assemble_context(load_env("triton-2504"), BuildOptions(), context)
+    assert (context / "Dockerfile").read_bytes() == (envs_copy / "triton" / "Dockerfile").read_bytes()
+    assert (context / "keep-pins.py").is_file() and (context / "env.toml").is_file()
+    assert "/opt/torchtrt" not in (context / "python-shim.sh").read_text()  # the env's own file wins
+
+
+def test_an_image_tag_follows_the_shared_files_and_each_envs_own_pins(envs_copy):
+    def tags() -> dict[str, str]:
+        return {name: image_tag(load_env(name)) for name in (*TRITON, "cpu")}
+
+    before = tags()
+    with open(envs_copy / "triton" / "Dockerfile", "a") as dockerfile:
+        dockerfile.write("# a change\n")
+    shared_changed = tags()
+    assert [shared_changed[name] != before[name] for name in (*TRITON, "cpu")] == [True, True, False]
+
+    toml = envs_copy / "triton-2602" / "env.toml"
+    toml.write_text(toml.read_text().replace("onnxruntime-gpu==1.31.1", "onnxruntime-gpu==1.31.2"))
+    pin_changed = tags()
+    assert [pin_changed[name] != shared_changed[name] for name in (*TRITON, "cpu")] == [False, True, False]
+
+
+@pytest.mark.parametrize("folder", ["nowhere", "cpu"])
+def test_build_from_must_name_a_folder_of_build_files_not_an_env(envs_copy, folder):
+    toml = envs_copy / "triton-2504" / "env.toml"
+    toml.write_text(toml.read_text().replace('build_from = "triton"', f'build_from = "{folder}"'))
+    with pytest.raises(UsageError, match=f"field build_from: .*{folder} is not a folder of build files"):
+        load_env("triton-2504")
