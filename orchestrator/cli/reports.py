@@ -138,7 +138,8 @@ def _compare_stores(first: str, second: str, selection: Selection) -> None:
 
 def _store_name(url: str) -> str:
     """A SQLite store by its file name (column headers), any other by its URL without the password."""
-    return Path(url.removeprefix("sqlite:///")).stem if url.startswith("sqlite:///") else safe_url(url)
+    path = sqlite_file(url)
+    return path.stem if path is not None else safe_url(url)
 
 
 def _print_comparison(comparison: Comparison) -> None:

@@ -161,3 +161,15 @@ def test_a_slurm_submission_keeps_the_password_out_of_what_it_prints_and_hands_s
     assert "sbatch: error: cannot reach ***" in refused.stderr
     texts = [done.output, (tmp_path / "argv").read_text(), refused.output]
     assert [leaks(text) for text in texts] == [[]] * len(texts)
+
+
+def test_compare_names_two_stores_with_passwords_without_them(tmp_path):
+    from tests.orchestrator.test_hostile_cli import store_of
+
+    first, _ = store_of(tmp_path / "a")
+    second, _ = store_of(tmp_path / "b")
+    password = "dotted.Pw1x9Tail9z"
+    done = runner.invoke(app, ["compare", "--db", f"sqlite:///{first}?password={password}", "--against",
+                               f"sqlite:///{second}?password={password}"])
+    assert done.exit_code == 0, done.output
+    assert "dotted" not in done.output and "Pw1x9Tail9z" not in done.output
