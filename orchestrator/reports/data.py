@@ -502,10 +502,11 @@ def fastest(batch: int, rows: Iterable[PerfRow]) -> Fastest:
     if not judged:
         return Fastest(batch, None, f"b{batch}: no verdict (no cell with ≥ {VERDICT_PROCESSES} processes and a "
                                     f"passed check){tail}")
+    # ranked by the figure time_ratio judges them on: device time where every cell has it and one is under a ms
     timings = {id(row): row.result.metrics.latency for row in judged}
     device = {key: device_timing(timing) for key, timing in timings.items()}  # type: ignore[arg-type]
-    on_device = (all(device.values()) and min(t.median_ms for t in timings.values())  # type: ignore[union-attr]
-                 < DEVICE_TIME_BELOW_MS)
+    on_device = (all(timing is not None for timing in device.values())
+                 and min(timing.median_ms for timing in timings.values()) < DEVICE_TIME_BELOW_MS)  # type: ignore
     ranked = sorted(judged, key=lambda row: (device if on_device else timings)[id(row)].median_ms)  # type: ignore
     top = ranked[0]
     if len(ranked) == 1:
