@@ -13,6 +13,7 @@ from mlcbench.orchestrator.errors import UsageError
 from mlcbench.schema import EnvSpec
 
 ENVS_DIR_VARIABLE = "MLCBENCH_ENVS_DIR"
+ENV_FILE = "env.toml"
 
 
 def envs_dir() -> Path:
@@ -38,7 +39,7 @@ def load_env(name: str, profile: Optional[str] = None) -> EnvSpec:
 
 
 def _read_env(name: str) -> EnvSpec:
-    path = envs_dir() / name / "env.toml"
+    path = envs_dir() / name / ENV_FILE
     if not path.is_file():
         known = ", ".join(env_names()) or "none"
         raise UsageError(f"unknown env {name!r}: no {path} (known envs: {known})")
@@ -74,17 +75,24 @@ def build_folders(env: EnvSpec) -> list[Path]:
 
 
 def build_files(env: EnvSpec) -> dict[str, Path]:
-    """The build context's files by their path in it (an env's own file takes the place of a shared one)."""
+    """The build context's files by their path in it (an env's own file takes the place of a shared one). env.toml is
+    not one: the host reads it, and what of it reaches a build are the build arguments."""
     files: dict[str, Path] = {}
     for folder in build_folders(env):
         files.update({path.relative_to(folder).as_posix(): path for path in folder.rglob("*") if path.is_file()})
+    files.pop(ENV_FILE, None)
     return files
 
 
 def files_hash(env: EnvSpec) -> str:
-    """sha256 over the files of the env's build context (path in it and content), in a stable order."""
+    """sha256 over the env's files: its env.toml and its build context's."""
+    return hash_files({**build_files(env), ENV_FILE: env_folder(env.name) / ENV_FILE})
+
+
+def hash_files(files: dict[str, Path]) -> str:
+    """sha256 over files by name (name and content), in a stable order."""
     digest = hashlib.sha256()
-    for name, path in sorted(build_files(env).items()):
+    for name, path in sorted(files.items()):
         digest.update(name.encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()

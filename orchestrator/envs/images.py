@@ -13,7 +13,7 @@ import docker
 import docker.errors
 from rich.console import Console
 
-from mlcbench.orchestrator.envs import build_files, build_folders, files_hash
+from mlcbench.orchestrator.envs import build_files, build_folders, hash_files
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.schema import EnvSpec
 
@@ -70,24 +70,32 @@ def build_args(env: EnvSpec, options: BuildOptions) -> dict[str, str]:
     return args
 
 
+def content_hash(env: EnvSpec) -> str:
+    """What the env's image is built from, whatever the build options: the build context's files and the env's own
+    build arguments. The rest of env.toml (its workflows, say) changes no image and so no tag."""
+    content = json.dumps({"files": hash_files(build_files(env)), "args": build_args(env, BuildOptions())},
+                         sort_keys=True)
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
 def image_tag(env: EnvSpec, options: BuildOptions = BuildOptions()) -> str:
-    """mlcbench/<env>:<hash of the env's files and the effective build settings>."""
+    """mlcbench/<env>:<hash of what the image is built from and the effective build settings>."""
     ca_bundle = _read_ca_bundle(env, options.ca_bundle)
-    settings = json.dumps({"files": files_hash(env), "args": build_args(env, options),
+    settings = json.dumps({"content": content_hash(env), "args": build_args(env, options),
                            "ca_bundle": hashlib.sha256(ca_bundle).hexdigest()}, sort_keys=True)
     return f"{IMAGE_REPOSITORY}/{env.name}:{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
 
 
 def find_image(client: docker.DockerClient, env: EnvSpec, options: Optional[BuildOptions] = None) -> Optional[EnvImage]:
     """The image of these exact build settings; with options None, the newest image built from the env's current
-    files with any settings (so a sweep reuses what `mlcbench build --base-image ...` made)."""
+    content (content_hash) with any settings (so a sweep reuses what `mlcbench build --base-image ...` made)."""
     if options is not None:
         tag = image_tag(env, options)
         try:
             return EnvImage(env.name, tag, client.images.get(tag).id, built=False)
         except docker.errors.ImageNotFound:
             return None
-    labels = [f"{ENV_LABEL}={env.name}", f"{FILES_LABEL}={files_hash(env)}"]
+    labels = [f"{ENV_LABEL}={env.name}", f"{FILES_LABEL}={content_hash(env)}"]
     images = sorted(client.images.list(filters={"label": labels}), key=lambda image: image.attrs["Created"])
     for image in reversed(images):
         tags = [tag for tag in image.tags if tag.startswith(f"{IMAGE_REPOSITORY}/{env.name}:")]
@@ -115,7 +123,7 @@ def build_image(client: docker.DockerClient, env: EnvSpec, options: BuildOptions
     tag = image_tag(env, options)
     console = console or Console(stderr=True)
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
-    labels = {"mlcbench": "1", ENV_LABEL: env.name, FILES_LABEL: files_hash(env)}
+    labels = {"mlcbench": "1", ENV_LABEL: env.name, FILES_LABEL: content_hash(env)}
     with tempfile.TemporaryDirectory(prefix=f"mlcbench-build-{env.name}-") as context:
         _assemble_context(env, options, Path(context))
         with console.status(f"building {tag}") as status:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, build_files, env_names, load_env
-from mlcbench.orchestrator.envs.images import BuildOptions, _assemble_context, build_args, image_tag
+from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, build_files, config_key, env_names, load_env
+from mlcbench.orchestrator.envs.images import BuildOptions, _assemble_context, build_args, content_hash, image_tag
 from mlcbench.orchestrator.errors import UsageError
 
 ENVS = Path(__file__).resolve().parents[2] / "envs"
@@ -51,7 +51,7 @@ def test_the_build_context_holds_the_shared_files_and_the_envs_own_over_them(env
     context = tmp_path / "context"
     _assemble_context(load_env("triton-2504"), BuildOptions(), context)
     assert (context / "Dockerfile").read_bytes() == (envs_copy / "triton" / "Dockerfile").read_bytes()
-    assert (context / "keep-pins.py").is_file() and (context / "env.toml").is_file()
+    assert (context / "keep-pins.py").is_file() and not (context / "env.toml").exists()  # read by the host only
     assert "/opt/torchtrt" not in (context / "python-shim.sh").read_text()  # the env's own file wins
 
 
@@ -77,3 +77,21 @@ def test_build_from_must_name_a_folder_of_build_files_not_an_env(envs_copy, fold
     toml.write_text(toml.read_text().replace('build_from = "triton"', f'build_from = "{folder}"'))
     with pytest.raises(UsageError, match=f"field build_from: .*{folder} is not a folder of build files"):
         load_env("triton-2504")
+
+
+def test_offering_a_workflow_rebuilds_no_image_but_a_base_image_does(envs_copy):
+    toml = envs_copy / "cpu" / "env.toml"
+    before = load_env("cpu")
+    tag, content, key = image_tag(before), content_hash(before), config_key(before)
+    toml.write_text(toml.read_text().replace('"torchscript",', ""))
+    fewer = load_env("cpu")
+    assert "torchscript" in before.workflows and "torchscript" not in fewer.workflows
+    assert (image_tag(fewer), content_hash(fewer)) == (tag, content)
+    assert config_key(fewer) != key  # an unsupported answer is asked again
+
+    toml.write_text(toml.read_text().replace('base_image = "debian:bookworm-slim"', 'base_image = "debian:trixie-slim"'))
+    other_base = load_env("cpu")
+    assert content_hash(other_base) != content and image_tag(other_base) != tag
+    context = envs_copy.parent / "context"
+    _assemble_context(other_base, BuildOptions(), context)
+    assert not (context / "env.toml").exists()
