@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -92,3 +93,14 @@ def results_of(runtime, jobs: list, workdir: Path, **options) -> list:
     finally:
         runtime.close()
     return results
+
+
+@pytest.fixture
+def envs_copy(tmp_path, monkeypatch) -> Path:
+    """A private copy of envs/ that env discovery reads (MLCBENCH_ENVS_DIR), so tests can edit its files."""
+    from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE
+
+    root = tmp_path / "envs"
+    shutil.copytree(REPO / "envs", root)
+    monkeypatch.setenv(ENVS_DIR_VARIABLE, str(root))
+    return root

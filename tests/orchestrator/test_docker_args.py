@@ -1,7 +1,6 @@
 """Docker runtime and image settings that need no engine: container options, image tags, error messages."""
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -105,15 +104,6 @@ def test_cpu_env_gets_no_gpu_and_its_shm_size(tmp_path):
     assert "ipc_mode" not in options
     assert options["shm_size"] == "2g"
     assert options_for(cpu, tmp_path, network=True)["network_mode"] == "bridge"
-
-
-@pytest.fixture
-def envs_copy(tmp_path, monkeypatch) -> Path:
-    """A private copy of the cpu env, so tests can edit its files."""
-    root = tmp_path / "envs"
-    shutil.copytree(CODE_ROOT / "envs" / "cpu", root / "cpu")
-    monkeypatch.setenv(ENVS_DIR_VARIABLE, str(root))
-    return root
 
 
 def test_image_tag_is_stable_and_follows_files_and_build_settings(envs_copy, tmp_path):

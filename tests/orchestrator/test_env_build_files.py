@@ -2,12 +2,11 @@
 (build_from) and gives its pins as build arguments; its image is tagged by everything that goes into its build."""
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, build_files, config_key, env_names, load_env
+from mlcbench.orchestrator.envs import build_files, config_key, env_names, load_env
 from mlcbench.orchestrator.envs.images import BuildOptions, _assemble_context, build_args, content_hash, image_tag
 from mlcbench.orchestrator.errors import UsageError
 
@@ -15,15 +14,6 @@ ENVS = Path(__file__).resolve().parents[2] / "envs"
 TRITON = ("triton-2504", "triton-2602")
 # arguments a build may leave unset: pip's own index settings
 OPTIONAL_ARGS = {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"}
-
-
-@pytest.fixture
-def envs_copy(tmp_path, monkeypatch) -> Path:
-    """A private copy of envs/, so tests can edit its files."""
-    root = tmp_path / "envs"
-    shutil.copytree(ENVS, root)
-    monkeypatch.setenv(ENVS_DIR_VARIABLE, str(root))
-    return root
 
 
 def _args_without_default(dockerfile: Path) -> set[str]:
