@@ -26,7 +26,7 @@ from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOp
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.store.database import MACHINE_ERRNOS
-from mlcbench.orchestrator.store.redaction import mask
+from mlcbench.orchestrator.store.redaction import mask, mask_url
 from mlcbench.orchestrator.suites import builtin_names, builtin_text, default_suite, get_suite, grid_suite
 from mlcbench.orchestrator.reports.tables import history_table, results_table
 from mlcbench.schema import FINAL_STATUSES, MODELS, JobSpec, Status
@@ -192,12 +192,18 @@ def sweep(
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
     console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
     if report.interrupted:
-        resume = mask(shlex.join(["mlcbench", *sys.argv[1:]]), store.secrets)
+        resume = mask(shlex.join(["mlcbench", *map(_masked_word, sys.argv[1:])]), store.secrets)
         print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
               file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED)
     if failed:
         raise typer.Exit(ExitCode.JOBS_FAILED)
+
+
+def _masked_word(word: str) -> str:
+    """A word of the command line with a store URL's credentials masked (--db URL and --db=URL alike)."""
+    name, equals, value = word.partition("=")
+    return f"{name}={mask_url(value)}" if equals and word.startswith("--") else mask_url(word)
 
 
 def _is_grid(suite: Optional[str], models: list[str], input_len: Optional[int], output_len: Optional[int]) -> bool:

@@ -15,7 +15,7 @@ from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageErro
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
 from mlcbench.orchestrator.reports.tables import STATUS_STYLE
 from mlcbench.orchestrator.store import Store
-from mlcbench.orchestrator.store.redaction import mask_remembered
+from mlcbench.orchestrator.store.redaction import forget, mask_remembered
 from mlcbench.schema import JobSpec, Result, Status
 
 console = Console()
@@ -39,6 +39,7 @@ def exits_cleanly(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        forget()
         try:
             return command(*args, **kwargs)
         except UsageError as error:

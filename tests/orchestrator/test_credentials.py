@@ -173,3 +173,28 @@ def test_compare_names_two_stores_with_passwords_without_them(tmp_path):
                                f"sqlite:///{second}?password={password}"])
     assert done.exit_code == 0, done.output
     assert "dotted" not in done.output and "Pw1x9Tail9z" not in done.output
+
+
+@pytest.mark.parametrize("password", ["p", "db", "eager"])
+def test_a_short_password_is_masked_where_it_stands_and_breaks_nothing_else(tmp_path, monkeypatch, password):
+    """Searched for in any text, "p" would mask every p of every word and break a stored result's JSON."""
+    url = f"sqlite:///{tmp_path / 'store.db'}?password={password}"
+    assert safe_url(url) == f"sqlite:///{tmp_path / 'store.db'}?password=***"
+    assert safe_url(f"postgresql+psycopg://u:{password}@host/db") == "postgresql+psycopg://u:***@host/db"
+    monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0))
+    swept = runner.invoke(app, [*TINY, "--batch-size", "1", "--db", url, "--workdir", str(tmp_path / "w")])
+    assert swept.exit_code == 0, swept.output
+    listed = runner.invoke(app, ["results", "--db", url])
+    assert listed.exit_code == 0 and "matmul-small" in listed.stdout and "eager" in listed.stdout
+
+
+@pytest.mark.parametrize("form", ["--db", "--db="])
+def test_the_resume_line_of_an_interrupted_sweep_masks_the_password(tmp_path, monkeypatch, form):
+    monkeypatch.setattr(sweeping, "run", lambda *args, **kwargs: sweeping.SweepReport(interrupted=True))
+    url = f"sqlite:///{tmp_path / 'store.db'}?password=zq"
+    db = [f"--db={url}"] if form == "--db=" else ["--db", url]
+    monkeypatch.setattr("sys.argv", ["mlcbench", *TINY, *db])
+    done = runner.invoke(app, [*TINY, *db, "--workdir", str(tmp_path / "w")])
+    assert done.exit_code == ExitCode.INTERRUPTED, done.output
+    assert "to resume, run the same command again" in done.stderr and "password=***" in done.stderr
+    assert "zq" not in done.output
