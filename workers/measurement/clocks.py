@@ -1,7 +1,8 @@
 """The GPU's clocks, power limit, temperature and throttle reasons from NVML, read at the start and end of each job
-(nvidia-ml-py, imported here only: absent or unusable NVML gives no reading)."""
+and while its timed calls run (nvidia-ml-py, imported here only: absent or unusable NVML gives no reading)."""
 
-from typing import Literal, Optional
+import functools
+from typing import Callable, Literal, Optional
 
 from mlcbench.schema import Clocks
 
@@ -19,12 +20,19 @@ _REASONS = {
 }
 
 
-def read_clocks(device_uuid: str, at: Literal["start", "end"]) -> Optional[Clocks]:
+@functools.cache  # NVML is initialised once per process; a failure raises and is not cached
+def _handle(device_uuid: str):
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetHandleByUUID(device_uuid)
+
+
+def read_clocks(device_uuid: str, at: Literal["start", "end", "during"]) -> Optional[Clocks]:
     try:
         import pynvml
 
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByUUID(device_uuid)
+        handle = _handle(device_uuid)
         mask = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
         return Clocks(
             at=at,
@@ -36,3 +44,13 @@ def read_clocks(device_uuid: str, at: Literal["start", "end"]) -> Optional[Clock
         )
     except Exception:  # no NVML (CPU, a container without the driver's library): no reading
         return None
+
+
+def clocks_during_calls(cuda: bool) -> Optional[Callable[[], Optional[Clocks]]]:
+    """A reader for the current CUDA device's clocks while timed calls run (None on a CPU)."""
+    if not cuda:
+        return None
+    import torch
+
+    uuid = f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}"
+    return lambda: read_clocks(uuid, "during")

@@ -1,11 +1,13 @@
 """An LLM through one workflow: full fixed-length generate calls, as the paper measures them (tokens/s =
-batch x output_len / runtime), plus time to first token, time per output token, and agreement with eager."""
+batch x output_len / runtime), the per-step time of those calls (past a prefill timed the same way), time to first
+token and time per output token (from a call synchronised at every token), and agreement with eager."""
 
 import time
 
 import torch
 
 from mlcbench.schema import REFERENCE, Correctness, Metrics, ModelInfo
+from mlcbench.workers.measurement.clocks import clocks_during_calls
 from mlcbench.workers.measurement.correctness import compare_greedy_tokens, compare_teacher_forced
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
@@ -41,7 +43,11 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
                         lambda: runner.generate(prompt, job.output_len, with_logits=forced is not None,
                                                 forced_tokens=forced), cuda, ctx.sync)
         graphs_before = compiled_graphs()
-        latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda, ctx.sync)
+        latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda, ctx.sync,
+                             clocks_during_calls(cuda))
+        # the prefill timed as the calls are (one new token, not synchronised per token): the per-step time of the
+        # timed calls is what the rest of a call adds
+        prefill_ms = time_calls(lambda: runner.generate(prompt, 1), 1, job.repeats, cuda, ctx.sync).median_ms
         token_times = _token_times(runner, prompt, job.output_len, cuda)
         late_compiles = compiled_graphs() - graphs_before
     if first.tokens.shape != (job.batch_size, job.output_len):
@@ -53,13 +59,15 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     ctx.apply(compiled_graphs=compile_stats["graphs"])
     if compile_stats["cudagraph_skips"]:
         ctx.settings["cudagraph_skips"] = compile_stats["cudagraph_skips"]
+    step_ms = (latency.median_ms - prefill_ms) / (job.output_len - 1) if job.output_len > 1 else None
     correctness = None
     if reference is not None:
         correctness = (compare_greedy_tokens(first.tokens, reference.tokens, no_forcing) if no_forcing
                        else compare_teacher_forced(first, reference, ctx.dtype))
     compiled = workflow.name != REFERENCE
     metrics = Metrics(
-        latency=for_this_process(latency, correctness=correctness), compile_s=prepare_s + first_call_s, load_s=load_s,
+        latency=for_this_process(latency, correctness=correctness, prefill_ms=prefill_ms, step_ms=step_ms),
+        compile_s=prepare_s + first_call_s, load_s=load_s,
         compile_cache=compile_stats["compile_cache"],
         torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
         tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),

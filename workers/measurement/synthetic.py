@@ -1,13 +1,16 @@
-"""A synthetic model through one workflow: compile cost, kernel time, TFLOPS, and the error against eager."""
+"""A synthetic model through one workflow: compile cost, whole-call time and TFLOPS, the GPU time of one call without
+the host's launch cost (measurement/device_time.py), and the error against eager."""
 
 import time
 
 import torch
 
 from mlcbench.schema import REFERENCE, Correctness, Metrics, ModelInfo
+from mlcbench.workers.measurement.clocks import clocks_during_calls
 from mlcbench.workers.measurement.correctness import compare_tensors
+from mlcbench.workers.measurement.device_time import device_times
 from mlcbench.workers.measurement.dynamo_stats import dynamo_stats
-from mlcbench.workers.measurement.timing import peak_memory, time_calls, timed_once
+from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.models import synthetic
 from mlcbench.workers.workflows.base import Workflow, WorkflowContext
 
@@ -26,13 +29,22 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
                 compiled = workflow.compile_module(model, inputs, ctx)
                 prepare_s = time.perf_counter() - begin
                 output, first_call_s = timed_once(lambda: compiled(*inputs), cuda, ctx.sync)
-        latency = time_calls(lambda: compiled(*inputs), job.warmup, job.repeats, cuda, ctx.sync)
+        # checked before more calls run: a workflow's CUDA graphs may write the next call's output into the same memory
+        correctness = None if reference is None else compare_tensors(output, reference, ctx.dtype)
+        latency = time_calls(lambda: compiled(*inputs), job.warmup, job.repeats, cuda, ctx.sync,
+                             clocks_during_calls(cuda))
+        device_samples, device_method = [], None
+        if cuda:
+            device_samples, device_method = device_times(lambda: compiled(*inputs), job.repeats, ctx.sync,
+                                                         ctx.settings)
     flops = synthetic.flops(info, job)
     ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))
     ctx.apply(accumulation=ctx.applied.accumulation or "fp32")  # PyTorch's own matmuls accumulate in fp32
     metrics = Metrics(
-        latency=latency, compile_s=prepare_s + first_call_s, compile_cache=compile_stats["compile_cache"],
-        load_s=load_s, torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"], flops=flops, tflops=flops / (latency.median_ms * 1e-3) / 1e12,
+        latency=for_this_process(latency, correctness=correctness, device_samples_ms=device_samples,
+                                 device_method=device_method),
+        compile_s=prepare_s + first_call_s, compile_cache=compile_stats["compile_cache"],
+        load_s=load_s, torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"], flops=flops,
+        tflops=flops / (latency.median_ms * 1e-3) / 1e12,
     )
-    correctness = None if reference is None else compare_tensors(output, reference, ctx.dtype)
     return metrics, correctness

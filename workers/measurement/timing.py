@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
-from mlcbench.schema import ProcessTiming, Timing
+from mlcbench.schema import Clocks, ProcessTiming, Timing
 
 
 def summarize(samples_ms: list[float], method: str) -> Timing:
@@ -38,12 +38,18 @@ def _percentile(ordered: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+CLOCK_READINGS = 10  # NVML readings per process's timed calls, spread evenly over them
+
+
 def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
-               sync: Optional[Callable[[object], None]] = None) -> Timing:
+               sync: Optional[Callable[[object], None]] = None,
+               read_clocks: Optional[Callable[[], Optional[Clocks]]] = None) -> Timing:
     """Median and spread of `repeats` calls of fn after `warmup` calls.
 
     On CUDA each call sits between two events on the current stream; `sync` blocks on results that live outside
-    torch's stream (XLA, ONNX Runtime) before the end event is read.
+    torch's stream (XLA, ONNX Runtime) before the end event is read. `read_clocks` is called during some of the timed
+    calls: after the end event is queued and before waiting for it (the GPU is still running the call, and the
+    events' interval is already fixed, so the reading costs the figure nothing).
     """
     for _ in range(warmup):
         _finish(fn(), cuda, sync)
@@ -51,16 +57,23 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
     if cuda:
         import torch
 
-        for _ in range(repeats):
+        readings = min(CLOCK_READINGS, repeats)
+        read_at = {round(i * (repeats - 1) / max(readings - 1, 1)) for i in range(readings)}
+        clocks: list[Clocks] = []
+        for call in range(repeats):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             out = fn()
             if sync is not None:
                 sync(out)
             end.record()
+            if read_clocks is not None and call in read_at:
+                reading = read_clocks()
+                if reading is not None:
+                    clocks.append(reading)
             end.synchronize()
             samples.append(start.elapsed_time(end))
-        return summarize(samples, "cuda_events")
+        return for_this_process(summarize(samples, "cuda_events"), clocks=clocks)
     for _ in range(repeats):
         begin = time.perf_counter()
         _finish(fn(), cuda, sync)

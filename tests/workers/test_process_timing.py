@@ -1,0 +1,102 @@
+"""What each worker process records beside its timed calls (ProcessTiming): its own correctness check, the prefill and
+per-step time of an LLM's timed calls, the device time of a synthetic call, clocks read during the timed calls."""
+
+import pytest
+import torch
+
+from mlcbench.schema import Clocks, JobSpec
+from mlcbench.workers.measurement import device_time, timing
+from mlcbench.workers.runner import run_job
+
+
+def test_a_synthetic_cell_on_the_cpu_has_no_device_time_and_no_clocks(tmp_path):
+    result = run_job(JobSpec(model="ffn-small", workflow="torch_compile", precision="fp32", batch_size=2,
+                             device="cpu", warmup=1, repeats=3), tmp_path)
+    assert result.status == "ok", result.error
+    (process,) = result.metrics.latency.processes
+    assert process.device_samples_ms == [] and process.device_method is None  # no GPU: nothing to time apart
+    assert process.clocks == []
+    assert process.correctness == result.correctness and result.correctness.method == "outputs"
+    assert "cuda_graph_capture" not in result.metrics.settings
+
+
+def test_an_llm_process_times_its_prefill_as_its_calls_and_derives_the_step_from_them(tmp_path):
+    result = run_job(JobSpec(model="llama-2layer", workflow="eager", precision="fp32", batch_size=2, output_len=6,
+                             device="cpu", warmup=1, repeats=3), tmp_path)
+    assert result.status == "ok", result.error
+    latency = result.metrics.latency
+    (process,) = latency.processes
+    assert 0 < process.prefill_ms < latency.median_ms
+    assert process.step_ms == pytest.approx((latency.median_ms - process.prefill_ms) / 5)
+    assert process.clocks == [] and process.correctness is None  # eager is the reference: nothing to check
+
+
+class _FakeEvent:
+    """torch.cuda.Event on a CPU: logs record/synchronize, elapsed time 1 ms."""
+    log: list[str] = []
+
+    def __init__(self, enable_timing=False):
+        pass
+
+    def record(self):
+        self.log.append("record")
+
+    def synchronize(self):
+        self.log.append("synchronize")
+
+    def elapsed_time(self, other):
+        return 1.0
+
+
+@pytest.mark.parametrize("repeats,readings", [(3, 3), (50, 10)])
+def test_clocks_are_read_inside_the_timed_calls_after_the_end_event_is_queued(monkeypatch, repeats, readings):
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    _FakeEvent.log = []
+
+    def read():
+        _FakeEvent.log.append("clocks")
+        return Clocks(at="during", sm_mhz=1980, reasons=["sw_power_cap"] if len(_FakeEvent.log) > 10 else [])
+
+    result = timing.time_calls(lambda: None, 0, repeats, cuda=True, read_clocks=read)
+    (process,) = result.processes
+    assert len(process.clocks) == readings and all(reading.at == "during" for reading in process.clocks)
+    assert process.clocks[-1].throttled and not process.clocks[0].throttled
+    calls = " ".join(_FakeEvent.log).split("synchronize")
+    with_clocks = [call for call in calls if "clocks" in call]
+    # first and last call each carry a reading, taken between the end event's record and its synchronize
+    assert "clocks" in calls[0] and "clocks" in calls[repeats - 1] and len(with_clocks) == readings
+    assert all(call.split() == ["record", "record", "clocks"] for call in with_clocks)
+
+
+def test_device_time_falls_back_to_the_profiler_and_says_why(monkeypatch):
+    def refuse(fn, repeats):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(device_time, "graph_replay_times", refuse)
+    monkeypatch.setattr(device_time, "profiled_device_times", lambda fn, calls, sync=None: [0.5] * calls)
+    settings = {}
+    samples, method = device_time.device_times(lambda: None, 50, None, settings)
+    assert method == "profiler_kernels" and samples == [0.5] * device_time.PROFILED_CALLS
+    assert "failed: RuntimeError: operation not permitted" in settings["cuda_graph_capture"]
+
+
+def test_device_time_of_calls_outside_torchs_stream_is_profiled_without_trying_capture(monkeypatch):
+    monkeypatch.setattr(device_time, "graph_replay_times", lambda fn, repeats: pytest.fail("capture tried"))
+    monkeypatch.setattr(device_time, "profiled_device_times", lambda fn, calls, sync=None: [0.2] * calls)
+    settings = {}
+    samples, method = device_time.device_times(lambda: None, 5, lambda out: None, settings)
+    assert (samples, method) == ([0.2] * 5, "profiler_kernels")
+    assert settings["cuda_graph_capture"].startswith("not tried")
+
+
+@pytest.mark.parametrize("profiled", [[0.3, 0.0], "raise"])
+def test_device_time_left_empty_with_a_reason_where_neither_way_works(monkeypatch, profiled):
+    def profile(fn, calls, sync=None):
+        if profiled == "raise":
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+        return profiled
+
+    monkeypatch.setattr(device_time, "profiled_device_times", profile)
+    settings = {}
+    assert device_time.device_times(lambda: None, 2, lambda out: None, settings) == ([], None)
+    assert settings["device_time"]
