@@ -141,11 +141,12 @@ def unknown_architecture(config: dict[str, Any]) -> Optional[str]:
     """Why this interpreter's transformers cannot build the config as a causal LM, or None when it can or when
     transformers is not installed here (the worker then reports it). Asked in a subprocess: the orchestrator never
     imports torch, which transformers' model registry does."""
-    check = subprocess.run([sys.executable, "-m", ARCHITECTURE_CHECK], input=json.dumps(config), text=True,
-                           capture_output=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if check.returncode == 0:
-        return check.stdout.strip() or None
-    return None
+    try:
+        check = subprocess.run([sys.executable, "-m", ARCHITECTURE_CHECK], input=json.dumps(config), text=True,
+                               capture_output=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # no answer here: the worker reports what its own transformers makes of it
+    return (check.stdout.strip() or None) if check.returncode == 0 else None
 
 
 def grid_suite(models: list[str], workflows: list[str], batch_sizes: list[int], input_len: Optional[int],
