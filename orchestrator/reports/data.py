@@ -676,10 +676,14 @@ class DecodeLine:
     steps: tuple[DecodeStep, ...]
 
     def describe(self) -> str:
-        return (f"{self.model} {self.workflow} ({self.gpu}, {self.env}): per decode step of the timed calls "
-                f"{', '.join(step.describe() for step in self.steps)}, at {self.bandwidth_gbs:,.0f} GB/s "
-                f"({self.bandwidth_source}); the rest is kernel launches and gaps, host time, and kernels slower "
-                f"than memory")
+        where = f"{self.model} {self.workflow} ({self.gpu}, {self.env})"
+        if all(step.step_ms is None for step in self.steps):
+            tpot = ", ".join(f"b{step.batch} {step.tpot_ms:.2f} ms" for step in self.steps if step.tpot_ms)
+            return (f"{where}: no step time (stored before the timed calls' step time was recorded, so no % of the "
+                    f"bound); TPOT (synchronised per token) {tpot or 'not recorded'}")
+        return (f"{where}: per decode step of the timed calls {', '.join(step.describe() for step in self.steps)}, "
+                f"at {self.bandwidth_gbs:,.0f} GB/s ({self.bandwidth_source}); the rest is kernel launches and gaps, "
+                f"host time, and kernels slower than memory")
 
 
 def decode_lines(results: Iterable[Result], calibrations: Sequence[Calibration] = ()) -> list[DecodeLine]:
