@@ -201,3 +201,42 @@ def test_a_choice_counts_as_agreeing_only_within_the_steps_numeric_error():
     assert agreeing.token_agreement == 1.0 and agreeing.rel_l2_error > agreeing.tolerance  # tokens fine, logits not
     missing = compare_teacher_forced(Generation(tokens=torch.tensor([[0], [3]])), reference, torch.float32)
     assert not missing.passed and missing.steps_checked == 0
+
+
+# ---- the tolerance against an fp32 reference (a deep half-precision model is itself that far from exact) ----
+
+def test_a_steps_tolerance_widens_to_three_times_eagers_own_error_against_fp32_never_narrows():
+    torch.manual_seed(0)
+    gold = torch.randn(2, 3, 50, dtype=torch.float64)
+    reference = Generation(tokens=gold.argmax(-1), step_logits=gold + 0.04 * gold.norm() / 10 * torch.randn_like(gold))
+    eager_error = ((reference.step_logits - gold).norm() / gold.norm()).item()
+    # the workflow: as far again from eager as eager is from fp32, in another direction (same greedy tokens)
+    output = Generation(tokens=reference.tokens, step_logits=reference.step_logits + (reference.step_logits - gold))
+    fixed = compare_teacher_forced(output, reference, torch.bfloat16)
+    widened = compare_teacher_forced(output, reference, torch.bfloat16, gold_logits=gold)
+    assert not fixed.passed and fixed.tolerance == 0.06
+    assert widened.passed and widened.tolerance > 0.06 and "fp32" in widened.note
+    assert widened.tolerance == pytest.approx(3 * eager_error, rel=0.3)  # one step's own error, near the whole's
+    exact = compare_teacher_forced(output, reference, torch.bfloat16, gold_logits=reference.step_logits)
+    assert not exact.passed and exact.tolerance == 0.06  # eager exact: the fixed tolerance, never a tighter one
+
+
+@torch.no_grad()
+def test_the_fp32_reference_leaves_the_model_as_it_was_and_still_fails_a_cache_bug(monkeypatch):
+    from mlcbench.workers.measurement.llm import _fp32_logits
+    from mlcbench.workers.workflows.base import WorkflowContext
+
+    model, prompt = model_and_prompt(1, torch.bfloat16)
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, 16, with_logits=True)
+    ctx = WorkflowContext(job=job(precision="bf16", output_len=16), device=torch.device("cpu"),
+                          dtype=torch.bfloat16, cache_dir=None)
+    gold = _fp32_logits(model, prompt, reference, ctx)
+    after = model.state_dict()
+    assert all(after[name].dtype == tensor.dtype and torch.equal(after[name], tensor) for name, tensor in before.items())
+    assert gold.dtype == torch.float32 and gold.shape == reference.step_logits.shape
+    assert not torch.equal(gold, reference.step_logits.float())  # computed in fp32, not a copy of the bf16 run
+    monkeypatch.setattr(Block, "attend", _attend_without_decode_writes(Block.attend))
+    forced = plain(StaticLlama(model), [model.config.eos_token_id]).generate(
+        prompt, 16, with_logits=True, forced_tokens=reference.tokens)
+    assert not compare_teacher_forced(forced, reference, torch.bfloat16, gold_logits=gold).passed

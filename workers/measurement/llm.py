@@ -3,6 +3,7 @@ batch x output_len / runtime), the per-step time of those calls (past a prefill 
 token and time per output token (from a call synchronised at every token), and agreement with eager."""
 
 import time
+from typing import Optional
 
 import torch
 
@@ -13,6 +14,7 @@ from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_st
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.models import llm
 from mlcbench.workers.workflows.base import Workflow, WorkflowContext
+from mlcbench.workers.decode import Generation
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
@@ -27,10 +29,12 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
                 torch.cuda.synchronize()
             load_s = time.perf_counter() - begin
             prompt = llm.prompt_ids(info, job, ctx.device)
-            reference = None
+            reference = gold_logits = None
             if workflow.name != REFERENCE:
                 reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, job.output_len,
                                                                                    with_logits=True)
+                with memory.set_aside():
+                    gold_logits = _fp32_logits(model, prompt, reference, ctx)
             with dynamo_stats() as compile_stats:
                 begin = time.perf_counter()
                 with workflow.compiling(ctx):
@@ -63,19 +67,42 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     correctness = None
     if reference is not None:
         correctness = (compare_greedy_tokens(first.tokens, reference.tokens, no_forcing) if no_forcing
-                       else compare_teacher_forced(first, reference, ctx.dtype))
+                       else compare_teacher_forced(first, reference, ctx.dtype, gold_logits))
     compiled = workflow.name != REFERENCE
     metrics = Metrics(
         latency=for_this_process(latency, correctness=correctness, prefill_ms=prefill_ms, step_ms=step_ms),
         compile_s=prepare_s + first_call_s, load_s=load_s,
         compile_cache=compile_stats["compile_cache"],
-        torch_peak_mem_bytes=memory["torch"], nvml_peak_mem_bytes=memory["nvml"],
+        torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
         tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),
         ttft_ms=ttft_ms, tpot_ms=tpot_ms, output_tokens=int(first.tokens.shape[1]),
         graph_breaks=compile_stats["graph_breaks"] if compiled else None,
         recompiles=compile_stats["recompiles"] + late_compiles if compiled else None,
     )
     return metrics, correctness
+
+
+def _fp32_logits(model, prompt: torch.Tensor, reference: Generation, ctx: WorkflowContext) -> Optional[torch.Tensor]:
+    """Eager's logits with the model's weights in fp32, fed eager's own tokens: how far eager in half precision is from
+    the same model computed exactly enough (None in fp32, or where the fp32 weights do not fit: the check then keeps
+    its fixed tolerance, and says so in the settings). Only the parameters change precision and go back exactly
+    (half -> fp32 -> half loses nothing); buffers such as RoPE's inverse frequencies stay as they are."""
+    if ctx.dtype == torch.float32:
+        return None
+    parameters = list(model.parameters())
+    try:
+        for parameter in parameters:
+            parameter.data = parameter.data.float()
+        return HFGenerateRunner(model, disable_compile=True).generate(
+            prompt, ctx.job.output_len, with_logits=True, forced_tokens=reference.tokens).step_logits.cpu()
+    except torch.cuda.OutOfMemoryError:
+        ctx.settings["fp32_reference"] = "did not fit: fixed tolerance"
+        return None
+    finally:
+        for parameter in parameters:
+            parameter.data = parameter.data.to(ctx.dtype)
+        if ctx.device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 def _token_times(runner, prompt: torch.Tensor, output_len: int, cuda: bool) -> list[float]:

@@ -106,6 +106,7 @@ class NvmlMemorySampler:
         self._device_uuid = device_uuid
         self._interval_s = interval_s
         self._stop = threading.Event()
+        self.paused = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._baseline = 0
         self._peak = 0
@@ -128,7 +129,8 @@ class NvmlMemorySampler:
         import pynvml
 
         while not self._stop.is_set():
-            self._peak = max(self._peak, pynvml.nvmlDeviceGetMemoryInfo(self._handle).used)
+            if not self.paused.is_set():
+                self._peak = max(self._peak, pynvml.nvmlDeviceGetMemoryInfo(self._handle).used)
             self._stop.wait(self._interval_s)
 
     def stop(self) -> Optional[int]:
@@ -139,20 +141,47 @@ class NvmlMemorySampler:
         return self._peak - self._baseline
 
 
+class PeakMemory:
+    """After a peak_memory block: torch's allocator peak and NVML's peak rise, in bytes (None off a GPU)."""
+
+    def __init__(self, sampler: Optional["NvmlMemorySampler"] = None):
+        self.torch: Optional[int] = None
+        self.nvml: Optional[int] = None
+        self._sampler = sampler
+        self._torch_before_set_aside = 0
+
+    @contextmanager
+    def set_aside(self) -> Iterator[None]:
+        """Memory used inside this block (the check's fp32 reference) counts in neither figure; whatever it allocated
+        must be freed (and the caching allocator emptied) by its end."""
+        if self._sampler is None:
+            yield
+            return
+        import torch
+
+        self._torch_before_set_aside = max(self._torch_before_set_aside, torch.cuda.max_memory_allocated())
+        self._sampler.paused.set()
+        try:
+            yield
+        finally:
+            torch.cuda.reset_peak_memory_stats()
+            self._sampler.paused.clear()
+
+
 @contextmanager
-def peak_memory(cuda: bool) -> Iterator[dict[str, Optional[int]]]:
-    """Yields a dict that holds, after the block, torch's allocator peak and NVML's peak rise, in bytes."""
-    figures: dict[str, Optional[int]] = {"torch": None, "nvml": None}
+def peak_memory(cuda: bool) -> Iterator[PeakMemory]:
+    """Yields the PeakMemory that holds, after the block, torch's allocator peak and NVML's peak rise."""
     if not cuda:
-        yield figures
+        yield PeakMemory()
         return
     import torch
 
     torch.cuda.reset_peak_memory_stats()
     sampler = NvmlMemorySampler(f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}")
     sampler.start()
+    figures = PeakMemory(sampler)
     try:
         yield figures
     finally:
-        figures["nvml"] = sampler.stop()
-        figures["torch"] = torch.cuda.max_memory_allocated()
+        figures.nvml = sampler.stop()
+        figures.torch = max(figures._torch_before_set_aside, torch.cuda.max_memory_allocated())
