@@ -24,7 +24,10 @@ ARCHITECTURE_CHECK = "mlcbench.workers.models.check"
 
 
 def builtin_names() -> list[str]:
-    return sorted(path.stem for path in BUILTIN_DIR.glob("*.toml"))
+    """The defaults (on a GPU, on a CPU) first, then the others alphabetically."""
+    defaults = [default_suite("cuda"), default_suite("cpu")]
+    return sorted((path.stem for path in BUILTIN_DIR.glob("*.toml")),
+                  key=lambda name: (defaults.index(name) if name in defaults else len(defaults), name))
 
 
 def builtin_text(name: str) -> str:
