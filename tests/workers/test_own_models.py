@@ -110,3 +110,14 @@ def test_an_architecture_outside_the_llama_family_runs_eager_through_hf(tmp_path
     result = run_job(job(gpt2, workflow="eager", batch_size=1), tmp_path)
     assert result.status == "ok", result.error
     assert result.metrics.output_tokens == 6
+
+
+def test_two_configs_under_one_name_never_share_compiled_graphs():
+    from mlcbench.workers.stacks.inductor_cache import job_shape
+
+    llama = llm_from_hf_config(config("llama3-tiny"), "fp32")
+    other = llm_from_hf_config(config("llama3-tiny", rms_norm_eps=1e-6), "fp32")
+    assert job_shape(job(llama)) != job_shape(job(other))
+    catalog = JobSpec(model="llama-2layer", workflow="torch_compile_decode", precision="fp32", batch_size=2,
+                      input_len=12, output_len=6, device="cpu")
+    assert job_shape(catalog) == "llama-2layer-random-fp32-b2-in12-out6"  # a catalog model's cache stays where it was

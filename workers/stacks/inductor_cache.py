@@ -70,7 +70,10 @@ def job_shape(job: "JobSpec") -> str:
     """An LLM job's precompile_shape: what the guards of its compiled decode check."""
     # a checkpoint may differ from the catalog's config in what the guards see (its EOS ids, for one)
     weights = hashlib.sha256(job.model_path.encode()).hexdigest()[:12] if job.model_path else "random"
-    return f"{job.model}-{weights}-{job.precision}-b{job.batch_size}-in{job.input_len}-out{job.output_len}"
+    # a suite's own model is named by its user: two configs under one name must not share compiled graphs
+    model = job.model if job.model_info is None else \
+        f"{job.model}-{hashlib.sha256(job.model_info.model_dump_json().encode()).hexdigest()[:12]}"
+    return f"{model}-{weights}-{job.precision}-b{job.batch_size}-in{job.input_len}-out{job.output_len}"
 
 
 def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
