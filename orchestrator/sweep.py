@@ -10,20 +10,20 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal, Optional
+from typing import Callable, Iterator, Optional
 
+from mlcbench.orchestrator.cells import CellAttempt, WorkerScope, on_gpu
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env, processes_due, stored_processes
+from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env
 from mlcbench.orchestrator.runtimes.base import Runtime, StopRequest
 from mlcbench.orchestrator.runtimes.follower import run_jobs
+from mlcbench.orchestrator import recovery
 from mlcbench.orchestrator.store import Store, provenance, record
-from mlcbench.orchestrator import stats
 from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, new_sweep_id
 
 JOIN_POLL_S = 0.2
-WorkerScope = Literal["cell", "round"]
 
 
 @dataclass
@@ -41,8 +41,7 @@ class SweepOptions:
     sweep_id: str = field(default_factory=new_sweep_id)
     # seeds the order of the cells in each round (stored with every result)
     order_seed: int = field(default_factory=lambda: random.randrange(1 << 31))
-    # cell: a fresh worker process for every process of every cell (as DESIGN.md says); round: one worker process runs
-    # its share of a round's cells one after another (fewer start-ups). Stored in each result's provenance.
+    # how many cells a worker process runs (cells.WorkerScope), stored in each result's provenance
     worker_scope: WorkerScope = "cell"
 
 
@@ -52,6 +51,8 @@ class SweepReport:
     skipped: int = 0
     # set when a stop request ended the sweep before every planned job had a result
     interrupted: bool = False
+    # process results that the workers of a killed sweep had written and that this sweep stored (recovery.recover)
+    recovered: int = 0
 
 
 class SweepListener:
@@ -93,8 +94,11 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     listener = listener or SweepListener()
     runtime_factory = runtime_factory or make_runtime
     stop = stop or StopRequest()
-    plans = plan(options, store) if plans is None else plans
-    report = SweepReport(skipped=sum(p.skipped for p in plans))
+    recovered = 0
+    if plans is None:
+        recovered = recovery.recover(options.workdir, store)
+        plans = plan(options, store)
+    report = SweepReport(skipped=sum(p.skipped for p in plans), recovered=recovered)
     # progress is counted in worker processes: each cell's minimum, and one for each result stored without one
     listener.planned(sum(p.processes_due(job) for p in plans for job in p.to_run)
                      + sum(len(p.unsupported) for p in plans), report.skipped)
@@ -137,7 +141,7 @@ class _ResultWriter:
                 "env": env, "gpu_tag": gpu_tag, "sweep_id": self._sweep_id}))
 
     def put(self, result: Result, env: str, gpu_tag: str, image_digest: Optional[str],
-            cell: Optional["_Cell"] = None) -> Result:
+            cell: Optional[CellAttempt] = None) -> Result:
         """Store a result; a cell's attempt as a new row, then over that row as it grows by a process."""
         with self.lock:
             stored, row = record(self._store, result, env, gpu_tag, image_digest, self._sweep_id,
@@ -151,6 +155,7 @@ class _ResultWriter:
                 self._report.stored.append(stored)
             return stored
 
+
 def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
              writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> None:
     """The cells of one env in rounds: each round runs every cell that wants another process once, the cells in an
@@ -159,15 +164,25 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
     thread per GPU (one in all on a CPU), each with its own runtime; a cell stays on the GPU that ran its first
     process (a cell never mixes GPUs). A cell an earlier, stopped sweep left short of its processes starts from the
     processes it stored. Every process's result is stored as it arrives: a killed sweep loses only those in
-    flight."""
+    flight, and of those the next sweep reads back what the workers wrote (recovery)."""
+    git_rev = provenance.git_revision()
+    described = recovery.SweepRecord(sweep_id=options.sweep_id, env=env.name, gpu_tag=options.target.tag,
+                                     config_key=env_plan.config_key, order_seed=options.order_seed,
+                                     worker_scope=options.worker_scope, git_rev=git_rev, rerun=options.rerun)
+    with recovery.claimed(workdir, described):
+        _run_cells(env, env_plan, options, runtime_factory, writer, listener, stop, workdir, git_rev)
+
+
+def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
+               writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path,
+               git_rev: Optional[str]) -> None:
     runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
     try:
         for gpu in options.target.gpus or (None,):
             runtimes.append((gpu, runtime_factory(env, options, gpu)))
         digests = {id(runtime): runtime.image_digest() for _, runtime in runtimes}
-        git_rev = provenance.git_revision()
-        cells = {job.job_id: _Cell(job, options.order_seed, options.worker_scope, git_rev,
-                                   env_plan.resumed.get(job.job_id)) for job in env_plan.to_run}
+        cells = {job.job_id: CellAttempt(job, options.sweep_id, options.order_seed, options.worker_scope, git_rev,
+                                         env_plan.resumed.get(job.job_id)) for job in env_plan.to_run}
         for cell in cells.values():
             cell.runtime = next((index for index, (gpu, _) in enumerate(runtimes)
                                  if gpu is not None and gpu.uuid == cell.resumed_gpu_uuid), None)
@@ -187,7 +202,7 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
                     listener.process_done(result)
                     due_before = cell.due()
                     cell.runtime = runtime_index
-                    attempt = cell.add(_on_gpu(result, gpu), round_index, positions[result.job_id],
+                    attempt = cell.add(on_gpu(result, gpu), round_index, positions[result.job_id],
                                        digests[id(runtime)])
                     stored = writer.put(attempt, env.name, options.target.tag, cell.digest, cell)
                     listener.due_changed(cell.due() - (due_before - 1))
@@ -203,8 +218,15 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
             shared = [job for job in order if cells[job.job_id].runtime is None]
             units = _Units([_units(options.worker_scope, isolate, jobs, 1) for jobs in pinned],
                            _units(options.worker_scope, isolate, shared, len(runtimes)))
-            _run_units(runtimes, units, on_result, calibrator, lambda job: _started(writer, listener, job), stop,
-                       workdir / f"round-{round_index:02d}")
+
+            def describe(folder: Path, unit: list[JobSpec], runtime_index: int) -> None:
+                gpu, runtime = runtimes[runtime_index]
+                recovery.describe_unit(folder, recovery.UnitRecord(
+                    round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
+                    image_digest=digests[id(runtime)]))
+
+            _run_units(runtimes, units, on_result, calibrator, lambda job: _started(writer, listener, job), describe,
+                       stop, workdir / f"round-{round_index:02d}")
     finally:
         for _, runtime in runtimes:
             runtime.close()
@@ -248,14 +270,15 @@ class _Units:
 
 def _run_units(runtimes: list[tuple[Optional[GpuInfo], Runtime]], units: _Units,
                on_result: Callable[[Result, int], None], calibrator: Calibrator,
-               on_start: Callable[[JobSpec], None], stop: StopRequest, workdir: Path) -> None:
+               on_start: Callable[[JobSpec], None], describe: Callable[[Path, list[JobSpec], int], None],
+               stop: StopRequest, workdir: Path) -> None:
     threads: list[threading.Thread] = []
     errors: list[BaseException] = []
     try:
         for index, (gpu, runtime) in enumerate(runtimes):
             thread = threading.Thread(target=_worker_loop, name=f"worker-gpu{gpu.index if gpu else '-'}", daemon=True,
-                                      args=(index, gpu, runtime, units, on_result, calibrator, on_start, stop,
-                                            workdir, errors))
+                                      args=(index, gpu, runtime, units, on_result, calibrator, on_start, describe,
+                                            stop, workdir, errors))
             thread.start()
             threads.append(thread)
         for thread in threads:
@@ -272,121 +295,21 @@ def _run_units(runtimes: list[tuple[Optional[GpuInfo], Runtime]], units: _Units,
 
 def _worker_loop(index: int, gpu: Optional[GpuInfo], runtime: Runtime, units: _Units,
                  on_result: Callable[[Result, int], None], calibrator: Calibrator,
-                 on_start: Callable[[JobSpec], None], stop: StopRequest, workdir: Path,
-                 errors: list[BaseException]) -> None:
+                 on_start: Callable[[JobSpec], None], describe: Callable[[Path, list[JobSpec], int], None],
+                 stop: StopRequest, workdir: Path, errors: list[BaseException]) -> None:
     try:
         while not stop.requested:
             taken = units.take(index)
             if taken is None:
                 return
             number, unit = taken
-            run_jobs(runtime, unit, workdir / f"unit-{number:03d}", lambda result: on_result(result, index),
+            folder = workdir / f"unit-{number:03d}"
+            describe(folder, unit, index)
+            run_jobs(runtime, unit, folder, lambda result: on_result(result, index),
                      stop=stop, on_start=on_start, on_calibration=calibrator(gpu))
     except BaseException as error:  # the main thread re-raises it; the other workers stop at once
         errors.append(error)
         stop.now.set()
-
-
-class _Cell:
-    """One attempt at a cell: its processes so far (after those an earlier, stopped sweep stored, when it goes on from
-    them) and the one Result they make, stored after every process (`attempt`: its store row). A process on another
-    GPU, host, code revision or library versions than the attempt's starts a new attempt: a cell never mixes them."""
-
-    def __init__(self, job: JobSpec, order_seed: int, worker_scope: WorkerScope, git_rev: Optional[str],
-                 resumed: Optional[Result] = None):
-        self.job, self.order_seed, self.worker_scope, self.git_rev = job, order_seed, worker_scope, git_rev
-        self.digest: Optional[str] = None
-        self.runtime: Optional[int] = None  # the index of the runtime (GPU) that runs this cell's processes
-        gpu = resumed.provenance.gpu if resumed is not None else None
-        self.resumed_gpu_uuid = gpu.uuid if gpu is not None else None
-        self._begin(resumed)
-
-    def _begin(self, resumed: Optional[Result]) -> None:
-        """A new attempt, going on from a stored one's processes where given."""
-        self.attempt: Optional[int] = None
-        # the Result whose figures and provenance the attempt carries: its first ok process's, or the resumed one
-        self.base = resumed
-        self.processes = stored_processes(resumed) if resumed is not None else []
-        latency = resumed.metrics.latency if resumed is not None else None
-        self.lost_before = latency.lost_processes if latency is not None else 0
-        self.lost: Optional[Result] = None  # the first process that did not end ok; no more processes after it
-        self.untimed = False  # an ok process without timed calls: nothing to repeat
-        self.clocks = list(resumed.provenance.clocks) if resumed is not None else []
-        self.ended_at = resumed.provenance.ended_at if resumed is not None else None
-
-    def due(self) -> int:
-        """Worker processes the cell still needs (planner.processes_due): none once one was lost."""
-        if self.lost is not None or self.untimed:
-            return 0
-        return processes_due(self.job, self.processes)
-
-    def add(self, result: Result, round_index: int, position: int, digest: Optional[str]) -> Result:
-        """Take one process's result; returns the attempt as it now stands."""
-        self.digest = digest
-        if result.status != "ok":
-            self.lost = result
-            return self.result()
-        result = result.model_copy(update={"provenance": result.provenance.model_copy(update={
-            "git_rev": self.git_rev, "worker_scope": self.worker_scope})})
-        if self.base is not None and provenance.setup_change(self.base, result):
-            self._begin(None)
-        if self.base is None:
-            self.base = result
-        latency = result.metrics.latency
-        if latency is None or not latency.processes:
-            self.untimed = True
-        else:
-            self.processes.extend(process.model_copy(update={
-                "round": round_index, "position": position, "compile_s": result.metrics.compile_s,
-                "compile_cache": result.metrics.compile_cache,
-                "correctness": process.correctness or result.correctness}) for process in latency.processes)
-        self.clocks.extend(result.provenance.clocks)
-        self.ended_at = result.provenance.ended_at
-        return self.result()
-
-    def result(self) -> Result:
-        """The attempt's Result: its first ok process with the timing of all of them (the figures scaled to the
-        combined median), or the failure when no process ended ok."""
-        if self.base is None:
-            return self.lost  # type: ignore[return-value]
-        base = self.base
-        metrics = base.metrics
-        if self.processes and metrics.latency is not None:
-            timing = stats.combine_cell(self.processes, metrics.latency.method, self.job.repetition.target)
-            timing = timing.model_copy(update={"lost_processes": self.lost_before + (self.lost is not None)})
-            scale = metrics.latency.median_ms / timing.median_ms
-            metrics = metrics.model_copy(update={
-                "latency": timing,
-                "tokens_per_s": metrics.tokens_per_s * scale if metrics.tokens_per_s is not None else None,
-                "tflops": metrics.tflops * scale if metrics.tflops is not None else None,
-                "compile_cold": stats.compile_cost(self.processes, "cold"),
-                "compile_warm": stats.compile_cost(self.processes, "warm")})
-        checks = [process.correctness for process in self.processes if process.correctness is not None]
-        correctness = stats.combine_checks(checks) if checks else base.correctness
-        reason = None
-        if self.lost is not None:
-            kept = len(self.processes)
-            reason = (f"{kept} process(es) kept; process {kept + 1} ended {self.lost.status}: "
-                      f"{self.lost.reason or 'no reason recorded'}")
-        elif correctness is not None and not correctness.passed:
-            reason = "correctness check failed against eager" + (
-                f" in {correctness.processes_failed} of {correctness.processes_checked} processes"
-                if correctness.processes_checked else "")
-        provenance_ = base.provenance.model_copy(update={
-            "ended_at": self.ended_at, "order_seed": self.order_seed, "clocks": self.clocks})
-        return base.model_copy(update={"metrics": metrics, "correctness": correctness, "provenance": provenance_,
-                                       "reason": reason})
-
-
-def _on_gpu(result: Result, gpu: Optional[GpuInfo]) -> Result:
-    """The host's record of the GPU it pinned the worker to wins over the worker's (whose indices are relative to its
-    visible devices); what only the worker knows (clocks, driver) is kept."""
-    if gpu is None:
-        return result
-    seen = result.provenance.gpu
-    merged = gpu if seen is None else seen.model_copy(update={
-        name: value for name, value in gpu.model_dump().items() if value is not None})
-    return result.model_copy(update={"provenance": result.provenance.model_copy(update={"gpu": merged})})
 
 
 def work_units(isolate_groups: bool, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:

@@ -21,6 +21,8 @@ PROGRESS_FILE = "progress.txt"  # the id of each job as the worker starts it (pe
 LOG_FILE = "worker.log"  # the worker's stdout and stderr
 # the digest of the image a container worker runs in (compiler caches are keyed by it); unset for the local env
 IMAGE_DIGEST_ENV = "MLCBENCH_IMAGE_DIGEST"
+# the pid of the orchestrator that started a local worker: a worker whose parent is another already was orphaned
+ORCHESTRATOR_PID_ENV = "MLCBENCH_ORCHESTRATOR_PID"
 CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written before the first job when asked
 # persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "mlcbench"

@@ -44,6 +44,8 @@ class ProcessTiming(StrictModel):
     """The timed calls of a cell in one worker process, in milliseconds, in call order."""
 
     samples_ms: list[float] = Field(min_length=1)
+    sweep_id: Optional[str] = Field(None, description="the sweep that ran this process (a resumed cell holds "
+                                                      "processes of several)")
     round: int = Field(default=0, description="the sweep's round that ran this process")
     position: int = Field(default=0, description="the cell's place in that round's shuffled order")
     # what preparing the cell cost this process: the first compiles cold, later ones may find Inductor's cache warm

@@ -270,6 +270,7 @@ def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:
     line = (f"{counts['ok']} ok · {counts['unsupported']} unsupported · {failed} {'/'.join(FAILURES)}"
             + (f" · {report.skipped} skipped (already stored for this env and GPU; --rerun to run again)"
                if report.skipped else "")
+            + (f" · {report.recovered} process result(s) of a killed sweep read back" if report.recovered else "")
             + f"; store {store.safe_url}")
     if failed:
         where = "" if db == DEFAULT_DB else f" --db {shlex.quote(store.safe_url)}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
-from mlcbench.schema.protocol import worker_command
+from mlcbench.schema.protocol import ORCHESTRATOR_PID_ENV, worker_command
 
 class LocalWorker:
     def __init__(self, process: subprocess.Popen, log: Path):
@@ -42,7 +42,8 @@ class LocalRuntime(Runtime):
         self.extra_env = extra_env or {}
 
     def start_worker(self, files: WorkerFiles) -> LocalWorker:
-        environment = {**os.environ, **self.env.run.env, **self.extra_env, "PYTHONUNBUFFERED": "1"}
+        environment = {**os.environ, **self.env.run.env, **self.extra_env, "PYTHONUNBUFFERED": "1",
+                       ORCHESTRATOR_PID_ENV: str(os.getpid())}
         command = worker_command(sys.executable, str(files.folder), str(self.cache_dir.resolve()), files.calibrate)
         with open(files.log, "ab") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment,

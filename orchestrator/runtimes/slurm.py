@@ -27,6 +27,7 @@ from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target
 from mlcbench.orchestrator.planner import EnvPlan, is_final, is_partial
+from mlcbench.orchestrator.recovery import recover
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import Store, safe_url
 from mlcbench.schema import GPUS, EnvSpec, GpuInfo, JobSpec, Result, Suite
@@ -233,6 +234,7 @@ def run_task(path: Path, index: int, runtime_factory: Optional[sweeping.RuntimeF
                                     sweep_id=plan.sweep_id)
     env = load_env(task.env)
     key = config_key(env)
+    recover(options.workdir, store)  # what this task's workers wrote before Slurm killed it, if it ran before
     stop = StopRequest()
     with _stop_on_sigterm(stop):
         return sweeping.run(options, store, listener or TaskLog(), runtime_factory, stop,
