@@ -100,3 +100,31 @@ def test_device_time_left_empty_with_a_reason_where_neither_way_works(monkeypatc
     settings = {}
     assert device_time.device_times(lambda: None, 2, lambda out: None, settings) == ([], None)
     assert settings["device_time"]
+
+
+def test_clocks_during_the_calls_come_from_one_nvml_handle_per_process(monkeypatch):
+    import sys
+    import types
+
+    from mlcbench.workers.measurement import clocks
+
+    calls = {"init": 0}
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0, nvmlClocksThrottleReasonSwThermalSlowdown=32,
+        nvmlInit=lambda: calls.__setitem__("init", calls["init"] + 1),
+        nvmlDeviceGetHandleByUUID=lambda uuid: uuid,
+        nvmlDeviceGetCurrentClocksThrottleReasons=lambda handle: 32,
+        nvmlDeviceGetClockInfo=lambda handle, clock: 1755 if clock == 0 else 2619,
+        nvmlDeviceGetEnforcedPowerLimit=lambda handle: 700000,
+        nvmlDeviceGetTemperature=lambda handle, sensor: 61,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    clocks._handle.cache_clear()
+    try:
+        readings = [clocks.read_clocks("GPU-0", "during") for _ in range(3)]
+    finally:
+        clocks._handle.cache_clear()
+    assert calls["init"] == 1
+    assert readings[0] == Clocks(at="during", sm_mhz=1755, mem_mhz=2619, power_limit_w=700.0, temperature_c=61,
+                                 reasons=["sw_thermal"])
+    assert readings[0].throttled

@@ -48,8 +48,8 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
 
     On CUDA each call sits between two events on the current stream; `sync` blocks on results that live outside
     torch's stream (XLA, ONNX Runtime) before the end event is read. `read_clocks` is called during some of the timed
-    calls: after the end event is queued and before waiting for it (the GPU is still running the call, and the
-    events' interval is already fixed, so the reading costs the figure nothing).
+    calls: after the end event is queued and before waiting for it (a call that does not block is still running on
+    the GPU then, and the events' interval is already fixed, so the reading costs the figure nothing).
     """
     for _ in range(warmup):
         _finish(fn(), cuda, sync)
