@@ -30,12 +30,14 @@ def test_a_container_gets_the_secret_in_its_run_time_environment_only(tmp_path, 
 
 
 class _LeakyRuntime(Runtime):
-    """Its workers echo the secret in a result's error, then die with the secret in their log."""
+    """Its workers echo the secret in a batch-1 job's result error, then die with the secret in their log (so the job
+    after it, in the same worker or a fresh one, ends crashed)."""
 
     def start_worker(self, files: WorkerFiles) -> EndedWorker:
         jobs = [JobSpec.model_validate_json(line) for line in files.jobs.read_text().splitlines()]
-        leaked = Result.without_run(jobs[0], "failed", f"token {SECRET} refused", error=f"env: HF_TOKEN={SECRET}")
-        files.results.write_text(leaked.model_dump_json() + "\n")
+        if jobs[0].batch_size == 1:
+            leaked = Result.without_run(jobs[0], "failed", f"token {SECRET} refused", error=f"env: HF_TOKEN={SECRET}")
+            files.results.write_text(leaked.model_dump_json() + "\n")
         return EndedWorker(exit_code=-11, log=f"Traceback ... Authorization: Bearer {SECRET}\nSegmentation fault")
 
 
