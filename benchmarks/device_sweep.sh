@@ -7,6 +7,9 @@
 # leaves the store, its CSV export and the machine's description in $OUT.
 #
 #   SEED_DB=.devrun/h200-crossgen.db bash benchmarks/device_sweep.sh h200-crossgen h200 crossgen [sweep options]
+#
+# The copy on the GPU machine has no .git: give the code revision every row carries, as it is here:
+#   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> bash benchmarks/device_sweep.sh ...
 set -uo pipefail
 name=${1:?usage: device_sweep.sh NAME GPU_TAG SUITE [sweep options]} gpu=${2:?GPU tag} suite=${3:?suite}
 shift 3
