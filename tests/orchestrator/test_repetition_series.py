@@ -206,3 +206,24 @@ def test_the_count_is_of_one_program():
     assert processes_due(job, [cold, warm, warm]) == 1
     assert processes_due(job, [cold, cold, cold]) == 0  # a workflow whose processes all compile cold
     assert processes_due(job, [cold, warm, warm, warm]) == 0
+
+
+def test_a_cell_is_the_attempt_with_all_its_processes_before_a_later_one_still_short_of_them(tmp_path):
+    """A --rerun killed after one process must not hide the complete attempt before it (issue 31: the store kept a
+    one-process attempt of four)."""
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    _sweep(tmp_path, store, lambda job: _process(job, 1.0, None), workflows=("eager",))
+    stop = StopRequest()
+
+    class StopAfterTheFirstProcess(sweeping.SweepListener):
+        def process_done(self, result: Result) -> None:
+            stop.after_job.set()
+
+    options = sweeping.SweepOptions(suite=_suite(("eager",)), env_names=["local"], workdir=tmp_path / "rerun",
+                                    target=Target(tag="cpu", device="cpu", gpus=()), rerun=True)
+    runtime = lambda env, _o, _g: SimulatedRuntime(env, seconds=lambda job: 0.0,  # noqa: E731
+                                                   answer=lambda job: _process(job, 9.0, None))
+    sweeping.run(options, store, StopAfterTheFirstProcess(), runtime_factory=runtime, stop=stop)
+    assert len(store.history()) == 2
+    [cell] = store.cells()
+    assert len(cell.metrics.latency.processes) == 3 and cell.metrics.latency.median_ms == pytest.approx(1.0)
