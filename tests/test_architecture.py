@@ -5,6 +5,7 @@ import graphlib
 import sys
 import tomllib
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -12,6 +13,20 @@ REPO = Path(__file__).resolve().parents[1]
 PARTS = ("schema", "workers", "orchestrator")
 # what each part may import of the others (schema <- workers, schema <- orchestrator; nothing points back up)
 ALLOWED = {"schema": set(), "workers": {"schema"}, "orchestrator": {"schema"}}
+# workers/, bottom to top, by its top-level modules and folders: a module imports its own layer and those below it,
+# never one above, at module level or inside a function
+WORKER_LAYERS = (
+    ("interface",),  # what a workflow is and returns: Workflow, WorkflowContext, Unsupported, Generation, LLMRunner
+    ("models",),
+    ("stacks",),  # helpers shared by one stack's workflows
+    ("decode",),  # decode loops
+    ("workflows",),
+    ("measurement",),  # timers, correctness, and the device, host and package probes
+    ("exchange", "orphan"),  # the worker's files and its lifetime beside the host
+    ("runner",),
+    ("__main__",),
+)
+WORKER_LAYER = {entry: rank for rank, layer in enumerate(WORKER_LAYERS) for entry in layer}
 
 
 def _module_name(path: Path) -> str:
@@ -29,10 +44,19 @@ def _imports(path: Path, top_level_only: bool) -> set[str]:
     for node in nodes:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(node, path)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
+
+
+def _absolute(node: ast.ImportFrom, path: Path) -> str:
+    """The module a `from ... import` names, a relative one resolved against the file's package."""
+    if node.level == 0:
+        return node.module
+    package = _module_name(path).split(".")[:None if path.name == "__init__.py" else -1]
+    return ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
 
 
 def _files(part: str) -> list[Path]:
@@ -56,6 +80,30 @@ def test_schema_imports_pydantic_and_the_standard_library_only():
                       for name in _imports(path, top_level_only=False)
                       if name.split(".")[0] not in sys.stdlib_module_names | {"pydantic", "mlcbench"}})
     assert not foreign
+
+
+def _worker_entry(module: str) -> Optional[str]:
+    """The top-level module or folder of workers/ that a module name lies in (None: outside workers/ or its package)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["mlcbench", "workers"] and len(parts) > 2 else None
+
+
+def test_every_worker_module_and_folder_has_a_layer():
+    entries = {_worker_entry(_module_name(path)) for path in _files("workers")} - {None}
+    assert entries == set(WORKER_LAYER)
+
+
+def test_no_worker_module_imports_a_layer_above_its_own():
+    upward = []
+    for path in _files("workers"):
+        own = _worker_entry(_module_name(path))
+        if own is None:  # workers/__init__.py: the package's docstring
+            continue
+        for name in sorted(_imports(path, top_level_only=False)):
+            other = _worker_entry(name)
+            if other is not None and WORKER_LAYER[other] > WORKER_LAYER[own]:
+                upward.append(f"{path.relative_to(REPO)} ({own}) imports {name} ({other})")
+    assert not upward
 
 
 def test_the_orchestrator_never_imports_torch():

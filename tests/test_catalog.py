@@ -15,11 +15,11 @@ from pydantic import ValidationError
 from mlcbench.orchestrator.envs import build_files, env_names, load_env
 from mlcbench.schema import REFERENCE, WORKFLOWS, EnvSpec, ModelKind, why_not_run
 from mlcbench.workers.workflows import WorkflowModuleError, workflow_class
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO / "workers" / "workflows"
-NOT_WORKFLOWS = {"__init__", "base", "faults"}
+NOT_WORKFLOWS = {"__init__", "faults"}
 # the method a workflow implements for each model kind it runs
 METHODS: dict[str, str] = {"synthetic": "compile_module", "llm": "prepare_llm"}
 

@@ -1,22 +1,17 @@
 """Runs jobs one after another and streams their results: the worker's main loop."""
 
-import functools
-import os
 import platform
 import socket
 import traceback
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import GpuInfo, JobSpec, Metrics, Provenance, Result, why_not_run
+from mlcbench.schema import JobSpec, Metrics, Provenance, Result, why_not_run
 from mlcbench.workers.measurement.clocks import read_clocks
+from mlcbench.workers.measurement.probes import gpu_info, host_cpu, host_cpus, package_versions
 from mlcbench.workers.exchange import append_line, append_model
-from mlcbench.workers.workflows.base import Unsupported
-
-TRACKED_PACKAGES = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu", "onnx", "tensorrt", "torch_tensorrt",
-                    "tensorrt_llm", "torch_xla", "jax", "jaxlib", "torchax", "triton", "numpy")
+from mlcbench.workers.interface import Unsupported
 
 
 def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_path: Optional[Path] = None) -> None:
@@ -55,7 +50,7 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
         job_id=job.job_id, job=job, status=status, reason=reason, error=error, metrics=metrics,
         correctness=correctness,
         provenance=Provenance(
-            gpu=gpu, packages=_package_versions(), python=platform.python_version(),
+            gpu=gpu, packages=package_versions(), python=platform.python_version(),
             hostname=socket.gethostname(), host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started,
             ended_at=datetime.now(timezone.utc),
             clocks=[reading for reading in clocks if reading is not None],
@@ -68,7 +63,7 @@ def _run(job: JobSpec, cache_dir: Path):
 
     from mlcbench.workers.measurement import llm, synthetic
     from mlcbench.workers.workflows import load
-    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.interface import WorkflowContext
 
     if job.device == "cuda" and not torch.cuda.is_available():
         raise Unsupported("job asks for CUDA but torch sees no GPU in this environment")
@@ -131,62 +126,3 @@ def _release_memory(job: JobSpec) -> None:
         torch._dynamo.reset()  # compiled graphs hold the job's weights alive
     except Exception:
         pass
-
-
-@functools.cache  # the worker sees one GPU, whose identity does not change while it runs
-def gpu_info() -> Optional[GpuInfo]:
-    try:
-        import torch
-
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    except Exception:
-        return None
-    uuid = f"GPU-{props.uuid}"
-    info = dict(name=props.name, uuid=uuid, compute_capability=f"{props.major}.{props.minor}",
-                memory_total_bytes=props.total_memory)
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        info.update(
-            index=pynvml.nvmlDeviceGetIndex(handle),
-            driver=pynvml.nvmlSystemGetDriverVersion(),
-            sm_clock_mhz=pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            mem_clock_mhz=pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-        )
-    except Exception:
-        pass
-    return GpuInfo(**info)
-
-
-@functools.cache  # the CPU does not change while a worker runs
-def host_cpu() -> Optional[str]:
-    """The CPU's model name: /proc/cpuinfo's on Linux (a container's is the host's), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def host_cpus() -> Optional[int]:
-    """The logical CPUs this process may run on: its affinity (a container's cpuset, a Slurm task's CPUs)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count()
-
-
-@functools.cache  # installed versions do not change while a worker runs; reading them costs ~15 ms
-def _package_versions() -> dict[str, str]:
-    versions = {}
-    for name in TRACKED_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from mlcbench.schema import JobSpec
 from mlcbench.workers.runner import run_job
 from mlcbench.workers.stacks.onnx_export import runner
-from mlcbench.workers.workflows.base import WorkflowContext
+from mlcbench.workers.interface import WorkflowContext
 
 
 @pytest.fixture

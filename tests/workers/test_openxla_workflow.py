@@ -92,7 +92,7 @@ def test_compiles_with_openxla_and_syncs_every_timed_call(fake_xla, tmp_path, cu
 def test_gpu_jobs_get_the_pjrt_cuda_environment(fake_xla, tmp_path):
     from mlcbench.schema import MODELS
     from mlcbench.workers.models import synthetic
-    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.interface import WorkflowContext
     from mlcbench.workers.workflows.torch_compile_openxla import TorchCompileOpenXLA
 
     calls = fake_xla(True, cuda_plugin=True)
@@ -107,7 +107,7 @@ def test_gpu_jobs_get_the_pjrt_cuda_environment(fake_xla, tmp_path):
 
 
 def test_gpu_jobs_without_the_cuda_plugin_are_unsupported_before_pjrt_starts(fake_xla, tmp_path):
-    from mlcbench.workers.workflows.base import Unsupported, WorkflowContext
+    from mlcbench.workers.interface import Unsupported, WorkflowContext
     from mlcbench.workers.workflows.torch_compile_openxla import TorchCompileOpenXLA
 
     calls = fake_xla(True, cuda_plugin=False)
@@ -142,8 +142,7 @@ def test_llms_generate_with_the_compiled_forward_and_count_graphs(fake_xla, tmp_
 
 
 def test_the_xla_runner_records_xla_compiles_at_the_first_call_and_in_all(tmp_path):
-    from mlcbench.workers.decode import Generation
-    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.interface import Generation, WorkflowContext
     from mlcbench.workers.workflows.torch_compile_openxla import XLAGenerateRunner
 
     class Generate:

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from mlcbench.schema import MODELS, JobSpec
-from mlcbench.workers.decode import Generation, compiled_step
+from mlcbench.workers.decode import compiled_step
 from mlcbench.workers.decode.compiled_step import CompiledStepRunner, decode_step, prefill
 from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 from mlcbench.workers.decode.static_llama import Block, StaticLlama
+from mlcbench.workers.interface import Generation
 from mlcbench.workers.measurement.correctness import compare_teacher_forced
 from mlcbench.workers.models import llm as llm_models
 from mlcbench.workers.runner import run_job
@@ -224,7 +225,7 @@ def test_a_steps_tolerance_widens_to_three_times_eagers_own_error_against_fp32_n
 @torch.no_grad()
 def test_the_fp32_reference_leaves_the_model_as_it_was_and_still_fails_a_cache_bug(monkeypatch):
     from mlcbench.workers.measurement.llm import _fp32_logits
-    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.interface import WorkflowContext
 
     model, prompt = model_and_prompt(1, torch.bfloat16)
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}

@@ -107,7 +107,7 @@ def test_saved_model_folder_is_reused(fake_trtllm, tmp_path):
 def test_model_path_is_used_as_is(fake_trtllm, tmp_path):
     from mlcbench.schema import MODELS
     from mlcbench.workers.models import llm
-    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.interface import WorkflowContext
     from mlcbench.workers.workflows.tensorrt_llm import TensorRTLLM
 
     calls = fake_trtllm("1.1.0")

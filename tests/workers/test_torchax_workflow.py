@@ -38,7 +38,7 @@ def test_timed_calls_return_jax_arrays_and_sync_blocks_on_them(tmp_path):
     import jax
 
     from mlcbench.workers.models import synthetic
-    from mlcbench.workers.workflows.base import WorkflowContext
+    from mlcbench.workers.interface import WorkflowContext
     from mlcbench.workers.workflows.torchax import Torchax
     from mlcbench.schema import MODELS
 

@@ -6,7 +6,7 @@ from typing import Callable, Optional
 
 import torch
 
-from mlcbench.workers.decode import Generation
+from mlcbench.workers.interface import Generation
 from mlcbench.workers.decode.static_llama import StaticLlama
 from mlcbench.workers.stacks.inductor_cache import compile_for_warm_start, forget_installed_globals
 

@@ -5,7 +5,7 @@ from typing import Callable, Optional
 
 import torch
 
-from mlcbench.workers.decode import Generation
+from mlcbench.workers.interface import Generation
 
 # step(ids so far, ids not yet fed) -> logits [batch, vocab] of the last position: the prompt first, then each token
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

@@ -4,7 +4,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from mlcbench.workers.decode import Generation
+from mlcbench.workers.interface import Generation
 
 
 class _TokenClock:

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 from mlcbench.schema import Calibration
 from mlcbench.workers.measurement.clocks import read_clocks
+from mlcbench.workers.measurement.probes import gpu_info
 from mlcbench.workers.measurement.timing import time_calls
 
 # (copy buffer bytes, matmul n): on a GPU large enough to leave the caches and fill the SMs (a 1 GiB copy, 8192^3:
@@ -17,8 +18,6 @@ WARMUP, REPEATS = 3, 10
 
 def calibrate(device: str) -> Calibration:
     import torch
-
-    from mlcbench.workers.runner import gpu_info
 
     cuda = device == "cuda"
     copy_bytes, n = SIZES[device]

@@ -6,7 +6,7 @@ import numpy
 import torch
 
 from mlcbench.schema import Correctness
-from mlcbench.workers.decode import Generation
+from mlcbench.workers.interface import Generation
 
 # relative L2 error allowed per precision: rounding differences of a reordered computation, not a wrong result
 TOLERANCE = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 2e-2}

@@ -13,8 +13,7 @@ from mlcbench.workers.measurement.correctness import compare_greedy_tokens, comp
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.models import llm
-from mlcbench.workers.workflows.base import Workflow, WorkflowContext
-from mlcbench.workers.decode import Generation
+from mlcbench.workers.interface import Generation, Workflow, WorkflowContext
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 

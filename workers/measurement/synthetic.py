@@ -12,7 +12,7 @@ from mlcbench.workers.measurement.device_time import device_times
 from mlcbench.workers.measurement.dynamo_stats import dynamo_stats
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.models import synthetic
-from mlcbench.workers.workflows.base import Workflow, WorkflowContext
+from mlcbench.workers.interface import Workflow, WorkflowContext
 
 
 def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from mlcbench.workers.workflows.base import Unsupported, WorkflowContext, require
+from mlcbench.workers.interface import Unsupported, WorkflowContext, require
 
 # ONNX element types by name (onnx.TensorProto): IO binding takes them as integers, which is how bf16 buffers are
 # bound (numpy, ORT's other way to name a type, has no bf16)

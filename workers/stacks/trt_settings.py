@@ -4,7 +4,7 @@ import re
 
 import torch
 
-from mlcbench.workers.workflows.base import WorkflowContext
+from mlcbench.workers.interface import WorkflowContext
 
 
 def version_tuple(version: str) -> tuple[int, int]:

@@ -8,7 +8,7 @@ import os
 import sys
 
 from mlcbench.schema import FAULT_WORKFLOWS, WORKFLOWS
-from mlcbench.workers.workflows.base import Unsupported, Workflow
+from mlcbench.workers.interface import Unsupported, Workflow
 
 FAULTS_ENV = "MLCBENCH_TEST_FAULTS"
 

@@ -3,7 +3,7 @@ loaded back and called. Compile cost is the build; the package lands in the env 
 
 import torch
 
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 
 
 class AOTInductor(Workflow):

@@ -1,4 +1,4 @@
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 

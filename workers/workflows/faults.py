@@ -7,7 +7,7 @@ import os
 import signal
 import time
 
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 
 
 class KillSelf(Workflow):

@@ -1,9 +1,9 @@
 """ONNX Runtime on whatever this build offers: the CUDA EP for GPU jobs, the CPU EP for CPU jobs; static shapes.
 LLMs: the decoder exported with its KV cache as inputs and outputs, greedy decode through IO binding."""
 
-from mlcbench.workers.stacks import onnx_decoder
+from mlcbench.workers.decode import onnx_decoder
 from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 
 
 def _providers(ctx) -> list:

@@ -1,9 +1,9 @@
 """ONNX Runtime's CUDA execution provider on an export with dynamic batch and sequence axes, IO binding by default.
 LLMs: the decoder exported with its KV cache as inputs and outputs, greedy decode through IO binding."""
 
-from mlcbench.workers.stacks import onnx_decoder
+from mlcbench.workers.decode import onnx_decoder
 from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 
 
 class OnnxRuntimeCUDA(Workflow):

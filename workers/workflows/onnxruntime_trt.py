@@ -5,7 +5,7 @@ cached in the env cache so a later job with the same model and shapes loads them
 
 import torch
 
-from mlcbench.workers.workflows.base import Unsupported, Workflow
+from mlcbench.workers.interface import Unsupported, Workflow
 from mlcbench.workers.stacks.onnx_export import export_synthetic, require_provider, runner, session
 
 WORKSPACE_BYTES = 8 << 30

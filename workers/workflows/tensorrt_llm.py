@@ -9,8 +9,7 @@ import time
 
 import torch
 
-from mlcbench.workers.decode import Generation
-from mlcbench.workers.workflows.base import Workflow, require
+from mlcbench.workers.interface import Generation, Workflow, require
 from mlcbench.workers.stacks.trt_settings import version_tuple
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}

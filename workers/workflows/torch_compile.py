@@ -9,7 +9,7 @@ the forward itself.
 
 import torch
 
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner
 from mlcbench.workers.decode.static_llama import StaticLlama, Unfit
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
-from mlcbench.workers.workflows.base import Unsupported, Workflow
+from mlcbench.workers.interface import Unsupported, Workflow
 
 
 def eos_token_ids(model) -> list[int]:

@@ -4,7 +4,7 @@ is usually meant to do, and does not do, for generate()."""
 
 import torch
 
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 

@@ -20,9 +20,8 @@ from typing import Callable, Optional
 
 import torch
 
-from mlcbench.workers.decode import Generation
+from mlcbench.workers.interface import Generation, Unsupported, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.workflows.base import Unsupported, Workflow, WorkflowContext, require
 
 CUDA_PLUGIN = "torch_xla_cuda_plugin"
 

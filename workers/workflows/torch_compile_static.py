@@ -17,7 +17,7 @@ from transformers import CompileConfig
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 from mlcbench.workers.stacks.inductor_cache import (compile_for_warm_start, forget_installed_globals, job_shape,
                                                      warm_start_caches)
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 
 
 def _forward(model, **inputs):

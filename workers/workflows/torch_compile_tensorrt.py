@@ -7,7 +7,7 @@ generate() timing would not be a TensorRT timing. The torch_tensorrt workflow ru
 
 import torch
 
-from mlcbench.workers.workflows.base import Workflow, require
+from mlcbench.workers.interface import Workflow, require
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 

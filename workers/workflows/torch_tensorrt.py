@@ -7,7 +7,7 @@ loop will see (a dynamic sequence dimension, batch fixed to the job's)."""
 
 import torch
 
-from mlcbench.workers.workflows.base import Workflow, require
+from mlcbench.workers.interface import Workflow, require
 from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 

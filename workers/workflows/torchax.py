@@ -11,8 +11,7 @@ from typing import Callable, Iterator, Optional
 
 import torch
 
-from mlcbench.workers.decode import Generation
-from mlcbench.workers.workflows.base import Unsupported, Workflow, WorkflowContext, require
+from mlcbench.workers.interface import Generation, Unsupported, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.greedy import GreedyRunner
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"

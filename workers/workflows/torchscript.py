@@ -10,7 +10,7 @@ import warnings
 
 import torch
 
-from mlcbench.workers.workflows.base import Workflow
+from mlcbench.workers.interface import Workflow
 
 
 class TorchScript(Workflow):

@@ -7,10 +7,9 @@ from typing import Callable, Optional
 
 import torch
 
-from mlcbench.workers.decode import Generation
+from mlcbench.workers.interface import Generation, WorkflowContext
 from mlcbench.workers.decode.greedy import greedy_decode
 from mlcbench.workers.stacks.onnx_export import bind_input, bind_output, export_onnx, session
-from mlcbench.workers.workflows.base import WorkflowContext
 
 
 class DecoderWithCache(torch.nn.Module):
