@@ -84,8 +84,10 @@ def test_llm_api_settings_fixed_length_and_tokens(fake_trtllm, tmp_path, version
     else:
         assert options["cuda_graph_config"].kwargs == {"batch_sizes": [1, 2, 4, 16, 64]}
         assert "build_config" not in options
-    for params in calls["sampling"]:
-        assert params == {"max_tokens": 32, "ignore_eos": True, "end_id": 2, "pad_id": 2}
+    # every call asks for its exact length with EOS ignored: 32 tokens, or 1 for the prefill timed as the calls are
+    lengths = [params.pop("max_tokens") for params in calls["sampling"]]
+    assert all(params == {"ignore_eos": True, "end_id": 2, "pad_id": 2} for params in calls["sampling"])
+    assert set(lengths) == {32, 1} and lengths[0] == 32  # the first call, the check, is a whole one
     assert result.metrics.output_tokens == 32
     assert result.correctness.passed and result.correctness.token_agreement == 1.0
     assert result.correctness.rel_l2_error is None  # tokens only: no logits to compare
