@@ -30,6 +30,7 @@ from mlcbench.orchestrator.runtimes import slurm
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.database import ResultRow
+from mlcbench.orchestrator.sweep import slurm as slurm_sweep
 from mlcbench.schema import Suite, SuiteEntry
 
 MODELS = ["matmul-small", "matmul-relu-small", "ffn-small", "ffn-multilayer-small"]
@@ -93,7 +94,7 @@ def measure(url: str, jobs: int, job_s: float, partition: str, folder: Path) -> 
     running: list[int] = []
     with StoreSampler(url) as sampler:
         begin = time.perf_counter()
-        plan, _ = slurm.submit(options, store, sbatch,
+        plan, _ = slurm_sweep.submit(options, store, sbatch,
                                command=lambda path: [sys.executable, __file__, "task", str(path), "--job-s", str(job_s)])
         submitted = time.perf_counter() - begin
         while not sampler.stored or sampler.stored[-1][1] < jobs:
@@ -150,7 +151,7 @@ def versions() -> str:
 
 
 def task(plan: Path, job_s: float) -> None:
-    slurm.run_task(plan, int(os.environ["SLURM_ARRAY_TASK_ID"]),
+    slurm_sweep.run_task(plan, int(os.environ["SLURM_ARRAY_TASK_ID"]),
                    runtime_factory=lambda env, options, gpu: SimulatedRuntime(env, seconds=lambda job: job_s))
 
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Collection, Mapping, Optional, Sequence
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
@@ -116,20 +116,33 @@ def _has(jobs: list[JobSpec], attribute: str, value: object) -> bool:
 def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, Result], rerun: bool,
              config_key: str) -> EnvPlan:
     """done: job_id -> the result of each stored cell of this env and GPU tag."""
-    plan = EnvPlan(env=env, config_key=config_key)
+    plan = still_due(env, jobs, {} if rerun else done, config_key)
     blocked = _env_blocked(env, target)
-    for job in jobs:
-        stored = done.get(job.job_id)
-        if not rerun and is_final(stored, config_key):
-            plan.skipped += 1
-            continue
+    runnable = []
+    for job in plan.to_run:
         reason = why_not_run(job.workflow, job.info) or blocked or (
             None if env.provides(job.workflow) else f"{env.name} env does not provide {job.workflow} (env.toml workflows)")
         if reason:
             plan.unsupported.append(Result.without_run(job, "unsupported", reason))
+            plan.resumed.pop(job.job_id, None)
+            continue
+        runnable.append(job)
+    plan.to_run = runnable
+    return plan
+
+
+def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config_key: str,
+              tried: Collection[str] = ()) -> EnvPlan:
+    """What of jobs is due: all but those whose stored cell (done: job_id -> result) is final, and those tried (a
+    requeued Slurm task skips what it tried before); a cell left short of its processes goes on from them."""
+    plan = EnvPlan(env=env, config_key=config_key)
+    for job in jobs:
+        stored = done.get(job.job_id)
+        if job.job_id in tried or is_final(stored, config_key):
+            plan.skipped += 1
             continue
         plan.to_run.append(job)
-        if not rerun and is_partial(stored):
+        if is_partial(stored):
             plan.resumed[job.job_id] = stored
     return plan
 

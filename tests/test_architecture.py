@@ -26,7 +26,20 @@ WORKER_LAYERS = (
     ("runner",),
     ("__main__",),
 )
-WORKER_LAYER = {entry: rank for rank, layer in enumerate(WORKER_LAYERS) for entry in layer}
+# orchestrator/, bottom to top, the same way
+ORCHESTRATOR_LAYERS = (
+    ("errors", "workdirs", "stats"),  # stats: the intervals of a cell and of a speedup, for the sweep and the reports
+    ("outputs", "gpu", "envs", "suites"),
+    ("planner",),  # what is due: the one rule for a sweep and for a Slurm array task
+    ("store",),
+    ("runtimes",),  # ways to start a worker, the registry of env runtime kinds, and Slurm's side of an array
+    ("sweep",),  # the sweep loop, its cells, the reading back of a killed sweep, and the Slurm driver
+    ("reports",),
+    ("cli",),
+    ("__main__",),
+)
+LAYERS = {"workers": WORKER_LAYERS, "orchestrator": ORCHESTRATOR_LAYERS}
+LAYER = {part: {entry: rank for rank, layer in enumerate(layers) for entry in layer} for part, layers in LAYERS.items()}
 
 
 def _module_name(path: Path) -> str:
@@ -82,26 +95,29 @@ def test_schema_imports_pydantic_and_the_standard_library_only():
     assert not foreign
 
 
-def _worker_entry(module: str) -> Optional[str]:
-    """The top-level module or folder of workers/ that a module name lies in (None: outside workers/ or its package)."""
+def _entry(part: str, module: str) -> Optional[str]:
+    """The top-level module or folder of a part that a module name lies in (None: outside the part, or its package)."""
     parts = module.split(".")
-    return parts[2] if parts[:2] == ["mlcbench", "workers"] and len(parts) > 2 else None
+    return parts[2] if parts[:2] == ["mlcbench", part] and len(parts) > 2 else None
 
 
-def test_every_worker_module_and_folder_has_a_layer():
-    entries = {_worker_entry(_module_name(path)) for path in _files("workers")} - {None}
-    assert entries == set(WORKER_LAYER)
+@pytest.mark.parametrize("part", LAYERS)
+def test_every_module_and_folder_has_a_layer(part):
+    entries = {_entry(part, _module_name(path)) for path in _files(part)} - {None}
+    assert entries == set(LAYER[part])
 
 
-def test_no_worker_module_imports_a_layer_above_its_own():
+@pytest.mark.parametrize("part", LAYERS)
+def test_no_module_imports_a_layer_above_its_own(part):
+    layer = LAYER[part]
     upward = []
-    for path in _files("workers"):
-        own = _worker_entry(_module_name(path))
-        if own is None:  # workers/__init__.py: the package's docstring
+    for path in _files(part):
+        own = _entry(part, _module_name(path))
+        if own is None:  # the part's __init__.py: the package's docstring
             continue
         for name in sorted(_imports(path, top_level_only=False)):
-            other = _worker_entry(name)
-            if other is not None and WORKER_LAYER[other] > WORKER_LAYER[own]:
+            other = _entry(part, name)
+            if other is not None and layer[other] > layer[own]:
                 upward.append(f"{path.relative_to(REPO)} ({own}) imports {name} ({other})")
     assert not upward
 

@@ -14,6 +14,7 @@ from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_c
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.runtimes import slurm
 from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.sweep import slurm as slurm_sweep
 
 WATCH_EVERY_S = 2.0
 
@@ -21,7 +22,7 @@ WATCH_EVERY_S = 2.0
 def submit_sweep(options: sweeping.SweepOptions, store: Store, sbatch: slurm.SbatchOptions,
                  force_gpu_tag: bool) -> None:
     with ProgressListener() as listener:
-        plan, report = slurm.submit(options, store, sbatch, force_gpu_tag, listener)
+        plan, report = slurm_sweep.submit(options, store, sbatch, force_gpu_tag, listener)
     if report.skipped:
         console.print(f"{report.skipped} job(s) skipped: already stored for this env and GPU (--rerun to run again)")
     if not plan.tasks:
@@ -91,7 +92,7 @@ def slurm_task(
     """Run one array task of a Slurm sweep (what sbatch runs on a node)."""
     if index is None:
         raise UsageError("no array task index: run by Slurm (SLURM_ARRAY_TASK_ID) or pass --index")
-    report = slurm.run_task(plan, index)
+    report = slurm_sweep.run_task(plan, index)
     if report.interrupted:
         raise typer.Exit(143)
 

@@ -63,6 +63,12 @@ class Runtime(ABC):
     def __init__(self, env: EnvSpec):
         self.env = env
 
+    @classmethod
+    def for_sweep(cls, env: EnvSpec, cache_dir: Path, sweep_id: str, gpu_uuid: Optional[str]) -> "Runtime":
+        """The runtime a sweep starts for one GPU of an env of this kind (gpu_uuid None: the CPU); a runtime that
+        no env.toml kind names (registry.runtime_class), such as a test's simulation, has none."""
+        raise NotImplementedError(f"{cls.__name__} is not an env's runtime")
+
     @abstractmethod
     def start_worker(self, files: WorkerFiles) -> WorkerHandle: ...
 

@@ -182,6 +182,10 @@ class DockerRuntime(Runtime):
         self.cache_dir.mkdir(parents=True, exist_ok=True)  # created by the engine it would belong to root
         hand_to_worker(self.cache_dir)
 
+    @classmethod
+    def for_sweep(cls, env: EnvSpec, cache_dir: Path, sweep_id: str, gpu_uuid: Optional[str]) -> "DockerRuntime":
+        return cls(env, cache_dir=cache_dir, sweep_id=sweep_id, gpu_uuid=gpu_uuid)
+
     def start_worker(self, files: WorkerFiles) -> ContainerWorker:
         self._remove_finished()
         hand_to_worker(files.folder)

@@ -41,6 +41,10 @@ class LocalRuntime(Runtime):
         self.cache_dir = cache_dir
         self.extra_env = extra_env or {}
 
+    @classmethod
+    def for_sweep(cls, env, cache_dir: Path, sweep_id: str, gpu_uuid: Optional[str]) -> "LocalRuntime":
+        return cls(env, cache_dir=cache_dir, extra_env={"CUDA_VISIBLE_DEVICES": gpu_uuid} if gpu_uuid else {})
+
     def start_worker(self, files: WorkerFiles) -> LocalWorker:
         environment = {**os.environ, **self.env.run.env, **self.extra_env, "PYTHONUNBUFFERED": "1",
                        ORCHESTRATOR_PID_ENV: str(os.getpid())}

@@ -1,36 +1,24 @@
-"""Sweeps on a Slurm cluster (`mlcbench sweep --runtime slurm`): one job array, no scheduler of our own.
-
-Submitting plans the sweep as on one host (resume, --rerun, unsupported jobs stored at once), cuts the jobs into the
-work units a local sweep would share out, writes them to a plan file in a folder every node sees, and calls sbatch
-once. Each array task runs its unit as a local sweep would (the env's runtime, the crash-isolating follower, a worker
-per GPU Slurm gave it) and stores every result in the shared store as it ends. A task that Slurm stops (scancel, time
-limit, node failure, preemption) loses only its job in flight: the next sweep plans only what the store lacks."""
+"""Slurm's side of a sweep on a cluster (`mlcbench sweep --runtime slurm`; the sweep's side: sweep/slurm.py): the plan
+file every array task reads, the one sbatch call that submits the array, and what Slurm says of its tasks."""
 
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from collections import Counter
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from mlcbench.orchestrator import sweep as sweeping
-from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
-from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target
-from mlcbench.orchestrator.planner import EnvPlan, is_final, is_partial
-from mlcbench.orchestrator.recovery import recover
-from mlcbench.orchestrator.runtimes.base import StopRequest
+from mlcbench.orchestrator.gpu import CPU_TAG, Target
 from mlcbench.orchestrator.store import Store, safe_url
-from mlcbench.schema import GPUS, EnvSpec, GpuInfo, JobSpec, Result, Suite
+from mlcbench.schema import GPUS, GpuInfo, JobSpec, Suite
 
 PLAN_FILE = "plan.json"
 JOB_NAME = "mlcbench"
@@ -132,34 +120,11 @@ def task_command(path: Path) -> list[str]:
     return [sys.executable, "-m", "mlcbench.orchestrator", "slurm-task", str(path)]
 
 
-def submit(options: sweeping.SweepOptions, store: Store, sbatch: SbatchOptions, force_gpu_tag: bool = False,
-           listener: Optional[sweeping.SweepListener] = None,
-           command: Callable[[Path], list[str]] = task_command) -> tuple[ArrayPlan, sweeping.SweepReport]:
-    """Plan the sweep, hand what can run to Slurm as one array, then store what cannot (a refused submission stores
-    nothing). Returns the plan (no tasks and no array when nothing is left to run) and what was stored."""
-    refuse_sqlite(store.url)
-    if shutil.which("sbatch") is None:
-        raise UsageError("--runtime slurm: no sbatch on PATH; submit from a host of the Slurm cluster")
-    _refuse_overlap(options)
-    planned = sweeping.plan(options, store)
-    tasks_at_once = sbatch.array_parallelism or DEFAULT_TASKS_AT_ONCE
-    tasks = [ArrayTask(env=p.env.name, jobs=unit) for p in planned
-             for unit in sweeping.work_units(_isolates_groups(p.env), p.to_run, tasks_at_once)]
-    plan = ArrayPlan(sweep_id=options.sweep_id, store_url=store.url, suite=options.suite, gpu_tag=options.target.tag,
-                     force_gpu_tag=force_gpu_tag, rerun=options.rerun, cache_dir=options.cache_dir.resolve(),
-                     tasks=tasks)
-    if tasks:
-        plan = _submit(plan, options, sbatch, command)
-    # the unsupported jobs are stored through the one sweep code path, once Slurm has taken the rest
-    report = sweeping.run(options, store, listener, plans=[replace(p, to_run=[]) for p in planned])
-    return plan, report
-
-
-def _submit(plan: ArrayPlan, options: sweeping.SweepOptions, sbatch: SbatchOptions,
-            command: Callable[[Path], list[str]]) -> ArrayPlan:
+def submit_array(plan: ArrayPlan, workdir: Path, sbatch: SbatchOptions,
+                 command: Callable[[Path], list[str]] = task_command) -> ArrayPlan:
     """The plan written where the tasks read it, handed to sbatch; returned with its array's job id."""
     tasks = plan.tasks
-    path = plan_file(options.workdir, options.sweep_id)
+    path = plan_file(workdir, plan.sweep_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_plan(path, plan)
     array = f"0-{len(tasks) - 1}" + (f"%{sbatch.array_parallelism}" if sbatch.array_parallelism else "")
@@ -175,26 +140,17 @@ def _submit(plan: ArrayPlan, options: sweeping.SweepOptions, sbatch: SbatchOptio
     return plan
 
 
-def _refuse_overlap(options: sweeping.SweepOptions) -> None:
+def refuse_overlap(workdir: Path, gpu_tag: str, env_names: list[str]) -> None:
     """A sweep's jobs that are still queued or running are not in the store yet: submitting the same env and GPU
     again would run them twice."""
     queued = set(_slurm(["squeue", "--noheader", "--name", JOB_NAME, "--format", "%F"]).split())
-    for path in options.workdir.resolve().glob(f"slurm-*/{PLAN_FILE}"):
+    for path in workdir.resolve().glob(f"slurm-*/{PLAN_FILE}"):
         earlier = load_plan(path)
-        if (earlier.array_job_id in queued and earlier.gpu_tag == options.target.tag
-                and {task.env for task in earlier.tasks} & set(options.env_names)):
+        if (earlier.array_job_id in queued and earlier.gpu_tag == gpu_tag
+                and {task.env for task in earlier.tasks} & set(env_names)):
             raise UsageError(f"Slurm array {earlier.array_job_id} (sweep {earlier.sweep_id}) still runs jobs of this "
-                             f"env and GPU: follow it with `mlcbench status --workdir {options.workdir} --watch`, "
+                             f"env and GPU: follow it with `mlcbench status --workdir {workdir} --watch`, "
                              f"or stop it with `scancel {earlier.array_job_id}`, then submit again")
-
-
-def _isolates_groups(env: EnvSpec) -> bool:
-    """Whether the env's runtime gives each (model, workflow) group a worker of its own, asked of its class: the
-    submitting host need not be able to start it (no Docker engine on a login node)."""
-    from mlcbench.orchestrator.runtimes.docker import DockerRuntime
-    from mlcbench.orchestrator.runtimes.local import LocalRuntime
-
-    return (LocalRuntime if env.runtime == "local" else DockerRuntime).isolate_groups
 
 
 def _slurm(command: list[str]) -> str:
@@ -208,72 +164,6 @@ def _slurm(command: list[str]) -> str:
         said = " / ".join(line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip())
         raise UsageError(f"{command[0]} refused (exit code {done.returncode}): {said or 'it said nothing'}")
     return done.stdout
-
-
-class TaskLog(sweeping.SweepListener):
-    """One line per stored result in the task's Slurm output file."""
-
-    def job_done(self, result: Result) -> None:
-        reason = f"  {result.reason}" if result.reason and result.status != "ok" else ""
-        print(f"{result.status:<11} {result.job.label()}{reason}", flush=True)
-
-
-def run_task(path: Path, index: int, runtime_factory: Optional[sweeping.RuntimeFactory] = None,
-             listener: Optional[sweeping.SweepListener] = None) -> sweeping.SweepReport:
-    """Array task `index` of a plan: its jobs not yet done, run as a local sweep runs them, on the GPUs Slurm gave
-    it. SIGTERM (scancel, time limit, preemption) drops the job in flight and ends the task."""
-    plan = load_plan(path)
-    if not 0 <= index < len(plan.tasks):
-        raise UsageError(f"array task {index} is not in {path} (tasks 0-{len(plan.tasks) - 1})")
-    task = plan.tasks[index]
-    store = Store(plan.store_url, pooled=False)
-    detected = detect()
-    target = resolve_target(plan.gpu_tag, detected, plan.force_gpu_tag, _allocated_gpus() if detected else None)
-    options = sweeping.SweepOptions(suite=plan.suite, env_names=[task.env], target=target, rerun=plan.rerun,
-                                    workdir=path.parent / f"task-{index:04d}", cache_dir=plan.cache_dir,
-                                    sweep_id=plan.sweep_id)
-    env = load_env(task.env)
-    key = config_key(env)
-    recover(options.workdir, store)  # what this task's workers wrote before Slurm killed it, if it ran before
-    stop = StopRequest()
-    with _stop_on_sigterm(stop):
-        return sweeping.run(options, store, listener or TaskLog(), runtime_factory, stop,
-                            plans=[_still_due(store, plan, task, env, key)])
-
-
-def _allocated_gpus() -> Optional[str]:
-    """The GPUs Slurm gave this task, as NVML indices: Slurm names them in CUDA_VISIBLE_DEVICES (where cgroups fence
-    the node's other GPUs off, NVML sees only these and numbers them from 0, as Slurm does)."""
-    return os.environ.get("CUDA_VISIBLE_DEVICES") or None
-
-
-def _still_due(store: Store, plan: ArrayPlan, task: ArrayTask, env: EnvSpec, env_config_key: str) -> EnvPlan:
-    """A task that Slurm runs again (requeued after a node failure or preemption) skips what it tried before, and what
-    another sweep finished meanwhile; a cell an earlier sweep left short of its processes goes on from them."""
-    ids = [job.job_id for job in task.jobs]
-    # a cell this sweep stored only part of (killed between its processes) is topped up, from its own attempt
-    own = store.attempts(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids, sweep_id=plan.sweep_id)
-    tried = {row.job_id for row, result in own if not is_partial(result)}
-    cells = {result.job_id: result for _, result in own} if plan.rerun else {
-        result.job_id: result for result in store.cells(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids)}
-    due = EnvPlan(env=env, config_key=env_config_key)
-    for job in task.jobs:
-        stored = cells.get(job.job_id)
-        if job.job_id in tried or is_final(stored, env_config_key):
-            continue
-        due.to_run.append(job)
-        if is_partial(stored):
-            due.resumed[job.job_id] = stored
-    return due
-
-
-@contextmanager
-def _stop_on_sigterm(stop: StopRequest) -> Iterator[None]:
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.now.set())
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def task_states(array_job_id: str) -> dict[int, str]:

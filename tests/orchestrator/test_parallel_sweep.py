@@ -121,7 +121,7 @@ def test_a_runtime_failing_in_a_worker_thread_fails_the_sweep(tmp_path):
 
 
 def test_the_hosts_gpu_record_wins_and_the_workers_extra_fields_stay():
-    from mlcbench.orchestrator.cells import on_gpu as _on_gpu
+    from mlcbench.orchestrator.sweep.cells import on_gpu as _on_gpu
     from mlcbench.orchestrator.planner import expand, Filters
 
     job = expand(grid_suite(1, 1), Target("cpu", "cpu", ()), Filters())[0]

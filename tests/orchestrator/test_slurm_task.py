@@ -5,7 +5,8 @@ before it asks Slurm anything. Simulated workers, no Slurm needed."""
 from pathlib import Path
 
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
-from mlcbench.orchestrator.runtimes.slurm import ArrayPlan, ArrayTask, run_task
+from mlcbench.orchestrator.runtimes.slurm import ArrayPlan, ArrayTask
+from mlcbench.orchestrator.sweep.slurm import run_task
 from mlcbench.orchestrator.store import Store, record
 from mlcbench.orchestrator.suites import get_suite
 from mlcbench.schema import Metrics, ProcessTiming, Repetition, Result, Timing

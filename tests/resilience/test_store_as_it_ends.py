@@ -10,7 +10,7 @@ import pytest
 from mlcbench.orchestrator import sweep as sweeping, workdirs
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.planner import measured_in_full
-from mlcbench.orchestrator.recovery import recover
+from mlcbench.orchestrator.sweep.recovery import recover
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store

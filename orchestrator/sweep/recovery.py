@@ -14,7 +14,7 @@ from typing import Iterator, Optional
 from pydantic import BaseModel, ValidationError
 
 from mlcbench.orchestrator import workdirs
-from mlcbench.orchestrator.cells import CellAttempt, WorkerScope, on_gpu
+from mlcbench.orchestrator.sweep.cells import CellAttempt, WorkerScope, on_gpu
 from mlcbench.orchestrator.planner import is_partial, stored_processes
 from mlcbench.orchestrator.store import Store, record
 from mlcbench.schema import GpuInfo, Result

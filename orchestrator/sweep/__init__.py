@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from mlcbench.orchestrator.cells import CellAttempt, WorkerScope, on_gpu
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env
 from mlcbench.orchestrator.runtimes.base import Runtime, StopRequest
 from mlcbench.orchestrator.runtimes.follower import run_jobs
-from mlcbench.orchestrator import recovery
+from mlcbench.orchestrator.runtimes.registry import start_runtime
 from mlcbench.orchestrator.store import Store, provenance, record
+from mlcbench.orchestrator.sweep import recovery
+from mlcbench.orchestrator.sweep.cells import CellAttempt, WorkerScope, on_gpu
 from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, new_sweep_id
 
@@ -353,12 +354,4 @@ def stop_on_sigint(stop: StopRequest, on_first: Callable[[], None] = lambda: Non
 
 
 def make_runtime(env: EnvSpec, options: SweepOptions, gpu: Optional[GpuInfo]) -> Runtime:
-    gpu_uuid = gpu.uuid if gpu else None
-    if env.runtime == "local":
-        from mlcbench.orchestrator.runtimes.local import LocalRuntime
-
-        pin = {"CUDA_VISIBLE_DEVICES": gpu_uuid} if gpu_uuid else {}
-        return LocalRuntime(env, cache_dir=options.cache_dir / env.name, extra_env=pin)
-    from mlcbench.orchestrator.runtimes.docker import DockerRuntime
-
-    return DockerRuntime(env, cache_dir=options.cache_dir / env.name, sweep_id=options.sweep_id, gpu_uuid=gpu_uuid)
+    return start_runtime(env, options.cache_dir / env.name, options.sweep_id, gpu)
