@@ -1,7 +1,9 @@
 """`python -m mlcbench.orchestrator` and the `mlcbench` command. Ctrl-C at any moment, even while the command's
 modules are still being imported, ends it with exit code 130 and one line, never a traceback."""
 
+import atexit
 import os
+import signal
 import sys
 
 from mlcbench.orchestrator.errors import ExitCode
@@ -18,7 +20,20 @@ def main() -> None:
     except SystemExit as ending:
         if ending.code == ExitCode.INTERRUPTED:
             _exit_interrupted()
-        raise
+        _exit_finished(ending.code)
+
+
+def _exit_finished(code: object) -> None:
+    """Exit with the command's own code. A Ctrl-C that lands once the command has finished has nothing left to stop:
+    it is ignored from here on, and the process ends without CPython's finalization, which ends it by SIGINT (exit
+    -2) when a Ctrl-C landed inside an extension module's own Python code, whatever code was asked for."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 
 def _exit_interrupted() -> None:
