@@ -95,7 +95,7 @@ def find_image(client: docker.DockerClient, env: EnvSpec, options: Optional[Buil
             return EnvImage(env.name, tag, client.images.get(tag).id, built=False)
         except docker.errors.ImageNotFound:
             return None
-    labels = [f"{ENV_LABEL}={env.name}", f"{FILES_LABEL}={content_hash(env)}"]
+    labels = [f"{ENV_LABEL}={env.name}", f"{FILES_LABEL}={hash_files(build_files(env))}"]
     images = sorted(client.images.list(filters={"label": labels}), key=lambda image: image.attrs["Created"])
     for image in reversed(images):
         tags = [tag for tag in image.tags if tag.startswith(f"{IMAGE_REPOSITORY}/{env.name}:")]
@@ -123,7 +123,7 @@ def build_image(client: docker.DockerClient, env: EnvSpec, options: BuildOptions
     tag = image_tag(env, options)
     console = console or Console(stderr=True)
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
-    labels = {"mlcbench": "1", ENV_LABEL: env.name, FILES_LABEL: content_hash(env)}
+    labels = {"mlcbench": "1", ENV_LABEL: env.name, FILES_LABEL: hash_files(build_files(env))}
     with tempfile.TemporaryDirectory(prefix=f"mlcbench-build-{env.name}-") as context:
         _assemble_context(env, options, Path(context))
         with console.status(f"building {tag}") as status:
