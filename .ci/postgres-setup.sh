@@ -34,9 +34,9 @@ pg_isready -q -h 127.0.0.1 -p "$PORT" || { log "PostgreSQL does not answer on 12
 psql_admin() { runuser -u postgres -- psql -v ON_ERROR_STOP=1 -qtA "$@"; }
 if [ "$(psql_admin -c "SELECT 1 FROM pg_roles WHERE rolname = '$ROLE'")" != 1 ]; then
     log "creating role $ROLE"
-    psql_admin -c "CREATE ROLE $ROLE LOGIN PASSWORD '$PASSWORD'"
+    psql_admin -c "CREATE ROLE $ROLE LOGIN CREATEROLE PASSWORD '$PASSWORD'"
 else
-    psql_admin -c "ALTER ROLE $ROLE LOGIN PASSWORD '$PASSWORD'"
+    psql_admin -c "ALTER ROLE $ROLE LOGIN CREATEROLE PASSWORD '$PASSWORD'"
 fi
 if [ "$(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$DATABASE'")" != 1 ]; then
     log "creating database $DATABASE"

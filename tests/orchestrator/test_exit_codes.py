@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import ProgrammingError
 from typer.testing import CliRunner
 
 from mlcbench.orchestrator import cli, sweep as sweeping
@@ -92,7 +93,10 @@ def test_a_select_only_postgres_user_is_found_out_before_any_job_runs(tmp_path, 
     admin = create_engine(schema_url)
     schema = re.search(r"search_path%3D(\w+)", schema_url).group(1)
     with admin.begin() as connection:
-        connection.execute(text(f"CREATE ROLE {role} LOGIN PASSWORD 'reader-pw'"))
+        try:
+            connection.execute(text(f"CREATE ROLE {role} LOGIN PASSWORD 'reader-pw'"))
+        except ProgrammingError as error:  # a server whose test user may not create roles (.ci/run grants it)
+            pytest.skip(f"the test user cannot create a role: {error.orig}")
         connection.execute(text(f"GRANT USAGE ON SCHEMA {schema} TO {role}"))
         connection.execute(text(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}"))
     try:
