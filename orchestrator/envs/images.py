@@ -89,13 +89,18 @@ def image_tag(env: EnvSpec, options: BuildOptions = BuildOptions()) -> str:
 def find_image(client: docker.DockerClient, env: EnvSpec, options: Optional[BuildOptions] = None) -> Optional[EnvImage]:
     """The image of these exact build settings; with options None, the newest image built from the env's current
     content (content_hash) with any settings (so a sweep reuses what `mlcbench build --base-image ...` made)."""
+    files = hash_files(build_files(env))
     if options is not None:
         tag = image_tag(env, options)
         try:
-            return EnvImage(env.name, tag, client.images.get(tag).id, built=False)
+            image = client.images.get(tag)
         except docker.errors.ImageNotFound:
             return None
-    labels = [f"{ENV_LABEL}={env.name}", f"{FILES_LABEL}={hash_files(build_files(env))}"]
+        # an image of this tag built by an older mlcbench lacks the label a sweep finds it by: built again, it has it
+        if (image.labels or {}).get(FILES_LABEL) != files:
+            return None
+        return EnvImage(env.name, tag, image.id, built=False)
+    labels = [f"{ENV_LABEL}={env.name}", f"{FILES_LABEL}={files}"]
     images = sorted(client.images.list(filters={"label": labels}), key=lambda image: image.attrs["Created"])
     for image in reversed(images):
         tags = [tag for tag in image.tags if tag.startswith(f"{IMAGE_REPOSITORY}/{env.name}:")]

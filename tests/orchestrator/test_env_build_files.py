@@ -85,3 +85,43 @@ def test_offering_a_workflow_rebuilds_no_image_but_a_base_image_does(envs_copy):
     context = envs_copy.parent / "context"
     _assemble_context(other_base, BuildOptions(), context)
     assert not (context / "env.toml").exists()
+
+
+class _Image:
+    def __init__(self, tag: str, labels: dict[str, str]):
+        self.id, self.tags, self.labels, self.attrs = f"sha256:{len(labels)}", [tag], labels, {"Created": "0"}
+
+
+class _Images:
+    def __init__(self, images: list[_Image]):
+        self._images = images
+
+    def get(self, tag: str) -> _Image:
+        import docker.errors
+        for image in self._images:
+            if tag in image.tags:
+                return image
+        raise docker.errors.ImageNotFound(tag)
+
+    def list(self, filters: dict) -> list[_Image]:
+        wanted = dict(label.split("=", 1) for label in filters["label"])
+        return [image for image in self._images if wanted.items() <= image.labels.items()]
+
+
+class _Client:
+    def __init__(self, *images: _Image):
+        self.images = _Images(list(images))
+
+
+def test_an_image_of_the_right_tag_without_the_label_a_sweep_finds_it_by_is_built_again():
+    from mlcbench.orchestrator.envs import hash_files
+    from mlcbench.orchestrator.envs.images import ENV_LABEL, FILES_LABEL, find_image
+
+    env, options = load_env("cpu"), BuildOptions(base_image="local/debian")
+    tag = image_tag(env, options)
+    stale = _Image(tag, {ENV_LABEL: "cpu", FILES_LABEL: "what an older mlcbench hashed"})
+    assert find_image(_Client(stale), env, options) is None
+    assert find_image(_Client(stale), env) is None
+    current = _Image(tag, {ENV_LABEL: "cpu", FILES_LABEL: hash_files(build_files(env))})
+    assert find_image(_Client(current), env, options).tag == tag
+    assert find_image(_Client(current), env).tag == tag  # a sweep, naming no build options, finds it
