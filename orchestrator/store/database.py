@@ -133,6 +133,9 @@ class Store:
         self.secrets = url_secrets(url)
         remember(self.secrets)
         self.engine, self.read_only, self.warning = open_engine(url, create, pooled)
+        # transactions that write take SQLite's write lock when they begin (waiting for it): one that read first (an
+        # attempt read back to be extended) could not wait for another writer later and would fail "database is locked"
+        self.writer = self.engine.execution_options(**{IMMEDIATE: True})
         try:
             migrate(self.engine, self.read_only)
         except DBAPIError as error:
@@ -146,7 +149,7 @@ class Store:
         disk, a lock that never ends): found out before any job runs, then rolled back."""
         probe = Result.without_run(_PROBE_JOB, "unsupported", "write probe, rolled back")
         try:
-            with Session(self.engine) as session, session.begin():
+            with Session(self.writer) as session, session.begin():
                 session.add(ResultRow(**_columns(probe)))
                 session.add(CalibrationRow(calibration_json="{}"))
                 session.flush()
@@ -165,7 +168,7 @@ class Store:
         """Add attempts (result, sweep id), and measured ceilings, in one transaction: all of them or, on any failure,
         none."""
         try:
-            with Session(self.engine) as session, session.begin():
+            with Session(self.writer) as session, session.begin():
                 session.add_all(ResultRow(**_columns(result), sweep_id=sweep_id) for result, sweep_id in attempts)
                 session.add_all(_calibration_row(calibration) for calibration in calibrations)
         except DBAPIError as error:
@@ -177,7 +180,7 @@ class Store:
         """Store an attempt that may grow: a new one (row_id None), or the attempt of row `row_id` replaced by this
         longer one (a cell's processes are stored one by one as they finish); returns its row id."""
         try:
-            with Session(self.engine) as session, session.begin():
+            with Session(self.writer) as session, session.begin():
                 row = session.get(ResultRow, row_id) if row_id is not None else None
                 if row is None:
                     row = ResultRow(**_columns(result), sweep_id=sweep_id)
@@ -193,7 +196,7 @@ class Store:
                                      f"mended") from None
 
     def put_calibration(self, calibration: Calibration) -> None:
-        with Session(self.engine) as session, session.begin():
+        with Session(self.writer) as session, session.begin():
             session.add(_calibration_row(calibration))
 
     def calibrations(self, gpu_tags: Filter = None) -> list[Calibration]:

@@ -15,6 +15,7 @@ runner = CliRunner()
 
 PROCESSES = 4
 TRIALS = 5
+EXTENSIONS = 30
 
 
 def _open_when_all_are_ready(url: str, barrier, errors) -> None:
@@ -80,3 +81,34 @@ def test_a_read_only_store_whose_log_cannot_be_read_says_so(tmp_path, immutable)
     assert done.stderr.startswith(f"warning: the result store {path} is read-only and its write-ahead log "
                                   f"store.db-wal cannot be read"), done.stderr
     assert "rows written since its last checkpoint are not shown" in done.stderr
+
+
+def _extend_own_attempt(url: str, batch_size: int, barrier, errors) -> None:
+    store = Store(url)
+    result = tagged(JOB.model_copy(update={"batch_size": batch_size}))
+    barrier.wait()
+    try:
+        row_id = store.put_attempt(result)
+        for _ in range(EXTENSIONS):
+            row_id = store.put_attempt(result, row_id=row_id)  # read back, then written: one transaction
+    except Exception as error:  # noqa: BLE001 - reported to the parent, which asserts there is none
+        errors.put(f"{type(error).__name__}: {error}")
+
+
+
+def test_sweeps_extending_their_attempts_in_one_store_at_once_never_find_it_locked(tmp_path):
+    """An attempt grows as its processes finish: read back and rewritten in one transaction. Deferred, such a
+    transaction cannot wait for another writer once it has read, and failed 'database is locked'."""
+    context = multiprocessing.get_context("fork")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store(url)
+    barrier, errors = context.Barrier(PROCESSES), context.Queue()
+    processes = [context.Process(target=_extend_own_attempt, args=(url, batch, barrier, errors))
+                 for batch in range(1, PROCESSES + 1)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    failures = [errors.get() for _ in range(errors.qsize())] if not errors.empty() else []
+    assert failures == [] and [process.exitcode for process in processes] == [0] * PROCESSES
+    assert len(Store(url, create=False).rows()) == PROCESSES
