@@ -8,6 +8,8 @@
 #
 #   SEED_DB=.devrun/h200-crossgen.db bash benchmarks/device_sweep.sh h200-crossgen h200 crossgen [sweep options]
 #
+# CACHE_DIR (default /root/cache) holds the compiler caches: two sweeps run side by side give each its own.
+#
 # The copy on the GPU machine has no .git: give the code revision every row carries, as it is here:
 #   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> bash benchmarks/device_sweep.sh ...
 set -uo pipefail
@@ -23,7 +25,7 @@ if [ ! -f "$store" ] && [ -n "${SEED_DB:-}" ]; then cp "$SEED_DB" "$store"; fi
 } | tee -a "/root/$name-machine.txt"
 start=$SECONDS
 timeout -s INT "${SWEEP_TIMEOUT_S:-420}" python3 -m mlcbench.orchestrator sweep --env local --gpu "$gpu" --suite "$suite" \
-    --db "sqlite:///$store" --cache-dir /root/cache "$@" 2>&1 | grep -v "━" | tail -40
+    --db "sqlite:///$store" --cache-dir "${CACHE_DIR:-/root/cache}" "$@" 2>&1 | grep -v "━" | tail -40
 echo "$(date -u +%FT%TZ) sweep $suite $*: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a "/root/$name-times.txt"
 python3 -m mlcbench.orchestrator export --db "sqlite:///$store" --format csv --out "$OUT/$name.csv"
 cp "$store" "/root/$name-machine.txt" "/root/$name-times.txt" "$OUT/"
