@@ -28,7 +28,7 @@ WORKER_LAYERS = (
 )
 # orchestrator/, bottom to top, the same way
 ORCHESTRATOR_LAYERS = (
-    ("errors", "workdirs", "stats"),  # stats: the intervals of a cell and of a speedup, for the sweep and the reports
+    ("errors", "workdirs", "stats", "fractions"),  # stats: the intervals of a cell and of a speedup; fractions: of a bound
     ("outputs", "gpu", "envs", "suites"),
     ("planner",),  # what is due: the one rule for a sweep and for a Slurm array task
     ("store",),

@@ -13,7 +13,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
-from mlcbench.orchestrator.reports.tables import STATUS_STYLE
+from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.redaction import forget, mask_remembered
 from mlcbench.schema import JobSpec, Result, Status
@@ -150,7 +150,7 @@ class ProgressListener:
             return
         self._shown.add(result.job_id)
         count = f"  [dim]{processes} process{'es' if processes != 1 else ''}[/]" if processes else ""
-        style = STATUS_STYLE.get(result.status, "")
+        style = terminal_style(result.status)
         self._progress.console.print(f"  [{style}]{result.status:<11}[/] {result.job.label()}{count}"
                                      + (f"  [dim]{result.reason}[/]" if result.reason and result.status != "ok" else ""),
                                      highlight=False)

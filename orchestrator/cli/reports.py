@@ -8,13 +8,15 @@ import typer
 from mlcbench.orchestrator.cli.console import (DbOption, console, exits_cleanly, split, statuses, store_url,
                                                 warn_unreadable)
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.orchestrator.reports.data import (Comparison, Selection, compare as compare_rows, compare_stores,
-                                                load_attempts, load_results, perf_rows)
+from mlcbench.orchestrator.reports.data import perf_rows
+from mlcbench.orchestrator.reports.loading import load_attempts, load_results
+from mlcbench.orchestrator.reports.sections.compare import Comparison, compare as compare_rows, compare_stores
+from mlcbench.orchestrator.reports.sections.crossgen import comparison_blocks
+from mlcbench.orchestrator.reports.selection import Selection
 from mlcbench.orchestrator.outputs import STDOUT, output_file, output_folder, write_atomically
 from mlcbench.orchestrator.reports.export import Format, to_csv, to_json, write_parquet
 from mlcbench.orchestrator.store.merge import merge as merge_stores
-from mlcbench.orchestrator.reports.crossgen import generation_rows, host_lines
-from mlcbench.orchestrator.reports.terminal import comparison_table, generation_table
+from mlcbench.orchestrator.reports.terminal import blocks
 from mlcbench.orchestrator.store import DEFAULT_DB, Store, safe_url
 from mlcbench.orchestrator.store.database import sqlite_file
 from mlcbench.schema import Result
@@ -143,13 +145,8 @@ def _store_name(url: str) -> str:
 
 
 def _print_comparison(comparison: Comparison) -> None:
-    for line in host_lines(comparison):
-        console.print(line, markup=False)
-    console.print(comparison_table(comparison))
-    generations = generation_rows(comparison)
-    if generations:
-        console.print(generation_table(generations, comparison.first, comparison.second))
-    console.print(comparison.summary())
+    for renderable in blocks(comparison_blocks(comparison)):
+        console.print(renderable)
 
 
 @exits_cleanly

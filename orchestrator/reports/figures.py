@@ -11,9 +11,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import FixedLocator, LogFormatter, NullLocator, ScalarFormatter  # noqa: E402
 
-from mlcbench.orchestrator.reports.crossgen import GenerationRow, generation_rows  # noqa: E402
-from mlcbench.orchestrator.reports.data import Comparison, PerfRow, peak_tflops, workflow_order  # noqa: E402
+from mlcbench.orchestrator.fractions import peak_tflops  # noqa: E402
+from mlcbench.orchestrator.reports.data import PerfRow, workflow_order  # noqa: E402
 from mlcbench.orchestrator.reports.report import Report  # noqa: E402
+from mlcbench.orchestrator.reports.sections.compare import Comparison  # noqa: E402
+from mlcbench.orchestrator.reports.sections.crossgen import GenerationRow, generation_rows  # noqa: E402
 
 
 @dataclass(frozen=True)

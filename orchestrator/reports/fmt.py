@@ -102,31 +102,5 @@ def bounds(row: "PerfRow") -> str:
     return f"{of_bound(row.efficiency)} spec / {of_bound(row.measured_efficiency)} measured"
 
 
-SPREAD_HEADER = ("model", "workflow", "gpu", "env", "precision", "batch", "processes", "whole call max/min",
-                 "device time max/min")
-
-
-def spread(row: "SpreadRow") -> tuple[str, ...]:
-    """A spread table's row (SPREAD_HEADER), e.g. '1.73×' for the whole call, '1.01× (CUDA-graph replay)'."""
-    device = "—" if row.device is None else f"{row.device:.2f}× ({DEVICE_METHODS.get(row.device_method or '', '?')})"
-    return (row.model, row.workflow, row.gpu, row.env, row.precision, str(row.batch), str(row.processes),
-            f"{row.whole_call:.2f}×", device)
-
-
-def p3_speedups(row: "P3Row") -> str:
-    """'1.45×, n=6 judged, 2 without a verdict': the median speedup and the cells behind it."""
-    text = f"{ratio(row.median_speedup)}, n={row.speedup_pairs} judged"
-    return text + (f", {row.speedups_without_verdict} without a verdict" if row.speedups_without_verdict else "")
-
-
-def ceiling(row: "CeilingRow") -> tuple[str, str]:
-    """(copy bandwidth, matmul rates), each 'measured (spec)'."""
-    copy = f"{number(row.copy_gbs, 0)} GB/s (spec {number(row.spec_gbs, 0)})"
-    gemm = ", ".join(f"{precision} {number(tflops, 1 if tflops >= 10 else 3)} TFLOPS (spec {number(spec, 1)})"
-                     for precision, tflops, spec in row.gemm)
-    return copy, gemm + (f"; error: {row.error}" if row.error else "")
-
-
 if TYPE_CHECKING:
-    from mlcbench.orchestrator.reports.data import CeilingRow, PerfRow, SpreadRow
-    from mlcbench.orchestrator.reports.p3 import P3Row
+    from mlcbench.orchestrator.reports.data import PerfRow

@@ -1,129 +1,38 @@
-"""Markdown tables for READMEs: workflow x batch size per model (tokens/s or TFLOPS, speedup over eager), compile cost,
-why the rest did not run, and where the numbers come from."""
+"""A report's sections as Markdown, for READMEs."""
 
-from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import RULES, PerfRow, ThroughputTable, ceiling_rows
-from mlcbench.orchestrator.reports.p3 import RUBRIC
 from mlcbench.orchestrator.reports.report import Report
+from mlcbench.orchestrator.reports.table import Block, Paragraph, Section, Table
 
 
-def _cell(row: PerfRow | None) -> str:
-    if row is None:
-        return ""
-    if row.value is None:
-        return row.status
-    text, bounds = fmt.perf(row), fmt.bounds(row)
-    if bounds:
-        text += f", {bounds}" if row.step_time_missing else f", {bounds} bound"
-    return text
+def _escaped(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
-def _table(table: ThroughputTable) -> str:
-    header = "| workflow | " + " | ".join(f"batch {b}" for b in table.batches) + " |"
-    rule = "|---|" + "---:|" * len(table.batches)
-    lines = [f"| {line.workflow} | " + " | ".join(_cell(line.cells.get(b)) for b in table.batches) + " |"
-             for line in table.lines]
-    verdicts = [f"- {verdict.text}" for verdict in table.fastest]
-    return "\n".join([f"**{table.title}** (value [95 % interval], the processes it combines, speedup over eager)", "",
-                      header, rule, *lines, "", *verdicts])
+def table(table: Table) -> str:
+    # a tooltip and footnotes have no place in Markdown: the reasons behind a support cell have their own table
+    label = f"**{table.title}** ({table.caption})" if table.title else table.caption
+    lines = ["| " + " | ".join(_escaped(column.header) for column in table.columns) + " |",
+             "|" + "".join("---:|" if column.numeric else "---|" for column in table.columns)]
+    lines += ["| " + " | ".join(_escaped(cell.text) for cell in row) + " |" for row in table.rows]
+    notes = [f"- {note}" for note in table.notes]
+    return "\n".join([label, "", *lines, *([""] + notes if notes else [])])
 
 
-def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+def _block(block: Block) -> str:
+    if isinstance(block, Table):
+        return table(block)
+    if isinstance(block, Paragraph):
+        return block.text
+    items = "\n".join(f"- {item}" for item in block.items)
+    return f"**{block.title}**\n\n{items}" if block.title else items
 
 
-def _costs(report: Report) -> str:
-    return _rows(("model", "workflow", "gpu", "env", "compile s (median)", "compile s (max)",
-                  "cold / warm s (processes)", "peak memory"),
-                 [(c.model, c.workflow, c.gpu, c.env, fmt.number(c.compile_s_median), fmt.number(c.compile_s_max),
-                   fmt.cold_warm(c.compile_cold_s, c.compile_cold_n, c.compile_warm_s, c.compile_warm_n),
-                   fmt.gigabytes(c.peak_mem_bytes))
-                  for c in report.costs])
-
-
-def _p3(report: Report) -> str:
-    return _rows(("workflow", "performance", "productivity", "portability", "input flexibility", "architecture",
-                  "failed checks"),
-                 [(p.workflow, f"{p.performance or '—'} ({fmt.p3_speedups(p)})",
-                   f"{p.productivity or '—'} ({fmt.number(p.median_compile_s)} s"
-                   + (", own decode loop" if p.custom_decode_loop else "") + ")",
-                   f"{p.portability} ({p.cells_ran}/{p.cells_tried} cells)",
-                   f"{p.input_flexibility} ({p.batches_ran}/{p.batches_tried} batches"
-                   + (", dynamic shapes" if p.dynamic_shapes else "") + ")",
-                   f"{p.architecture} ({', '.join(p.gpus_ran) or 'none'})", f"{p.checks_failed} of {p.checks}")
-                  for p in report.p3])
-
-
-def _not_ok(report: Report) -> str:
-    """Each distinct reason once per workflow, with the models it applies to."""
-    reasons: dict[tuple[str, str, str], set[str]] = {}
-    for matrix in report.support:
-        for (workflow, env, gpu), cell in matrix.cells.items():
-            for run in cell.not_ok:
-                reasons.setdefault((workflow, f"{env} on {gpu}", run.outcome), set()).add(matrix.model)
-    rows = [(workflow, where, text.replace("|", "\\|"), ", ".join(sorted(models)))
-            for (workflow, where, text), models in sorted(reasons.items())]
-    return _rows(("workflow", "env", "status: reason", "models"), rows)
-
-
-def _provenance(report: Report) -> str:
-    rows = []
-    for p in report.provenance:
-        versions = dict(p.packages)
-        rows.append((p.gpu, p.env, str(p.results), "; ".join(p.gpu_names), ", ".join(p.drivers),
-                     ", ".join(f"{name} {', '.join(versions[name])}" for name in versions),
-                     f"{p.first_started:%Y-%m-%d %H:%M} .. {p.last_ended:%Y-%m-%d %H:%M}"
-                     if p.first_started and p.last_ended else "—"))
-    return _rows(("gpu", "env", "results", "GPU", "driver", "packages", "runs (UTC)"), rows)
+def section(section: Section) -> str:
+    # figures are drawn for the HTML report only
+    return "\n\n".join([f"### {section.heading}", *(_block(block) for block in section.blocks)])
 
 
 def markdown(report: Report) -> str:
-    parts = [f"<!-- generated by `mlcbench report --markdown` from {report.source}, "
-             f"{report.generated_at:%Y-%m-%d %H:%M} UTC; selection: {report.selection.describe()} -->"]
-    for kind, heading in (("llm", "### LLM throughput (tokens/s)"), ("synthetic", "### Synthetic models (TFLOPS)")):
-        tables = [_table(t) for t in report.tables if t.kind == kind]
-        if tables:
-            parts += [heading, *tables]
-    if report.tables:
-        parts.append("[a–b]: the 95 % interval (Student's t over the worker processes' medians). warm / cold / "
-                      "pooled: the processes the figure combines (warm: caches filled; cold: compiled into empty "
-                      "caches, where no warm process ran; pooled: both, where a test found no difference). device "
-                      "time: the figure at the GPU time of one call without the host's launch cost (a CUDA-graph replay of the call, or "
-                      "the profiler's kernel sum where the workflow allows no graph). ≈ (not "
-                      "significant): the speedup's interval holds 1.0. not compiled: the workflow compiled no graph, "
-                      "so it ran eager code. x % / y % of bound: of the catalog's spec, then of what the sweep "
-                      "measured on the GPU (synthetic: peak TFLOPS and a large matmul; LLM: the bytes a decode step "
-                      "reads, weights + KV cache, per decode step of the timed calls, against the spec bandwidth and a "
-                      "device-to-device copy; no step time: stored before it was recorded). " + RULES)
-    if report.failed_checks:
-        parts.append("✗: the correctness check against eager failed for that result: it gets no speedup, no P3 "
-                     "score and no verdict.")
-        parts += ["### Correctness checks that failed", _rows(
-            ("model", "workflow", "gpu", "env", "precision", "batch", "cosine", "rel. L2 error", "token agreement",
-             "tolerance", "checked how, failed where"),
-            [(c.model, c.workflow, c.gpu, c.env, c.precision, str(c.batch), fmt.number(c.cosine, 5),
-              fmt.number(c.rel_l2_error, 4), fmt.percent(c.token_agreement), fmt.number(c.tolerance, 3),
-              c.where.replace("|", "\\|")) for c in report.failed_checks])]
-    if report.costs:
-        parts += ["### Compile time (first call, compile included; cold / warm: the compile caches empty / full, "
-                  "median over that many processes) and "
-                  "peak GPU memory", _costs(report)]
-    if report.spread:
-        parts += ["### Between-process spread of the synthetic cells (max / min of the process medians)",
-                  _rows(fmt.SPREAD_HEADER, [fmt.spread(row) for row in report.spread])]
-    if report.decode:
-        parts += ["### Where decode time goes (per-step time of the timed calls against the memory bound)",
-                  "\n".join(f"- {line.describe()}" for line in report.decode)]
-    if report.p3:
-        parts += ["### P3 summary (1 worst .. 5 best)", _p3(report),
-                  "\n".join(f"- {name}: {text}" for name, text in RUBRIC)]
-    if any(cell.reasons for matrix in report.support for cell in matrix.cells.values()):
-        parts += ["### What did not run, and why", _not_ok(report)]
-    if report.calibrations:
-        parts += ["### The GPU's ceilings, measured once per GPU per sweep", _rows(
-            ("gpu", "env", "sweep", "device-to-device copy (read + written)", "matmul"),
-            [(c.gpu, c.env, c.sweep, *fmt.ceiling(c)) for c in ceiling_rows(report.calibrations)])]
-    if report.provenance:
-        parts += ["### Provenance", _provenance(report)]
-    return "\n\n".join(parts) + "\n"
+    header = (f"<!-- generated by `mlcbench report --markdown` from {report.source}, "
+              f"{report.generated_at:%Y-%m-%d %H:%M} UTC; selection: {report.selection.describe()} -->")
+    return "\n\n".join([header, *(section(part) for part in report.sections())]) + "\n"

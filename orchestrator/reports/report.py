@@ -1,15 +1,24 @@
-"""Everything one report shows, computed once and rendered by the terminal, HTML and Markdown writers."""
+"""Everything one report shows, computed once from the results (pure), as the sections every writer renders in the
+same order: the terminal, Markdown and HTML writers only render them."""
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional
 
-from mlcbench.orchestrator.reports.data import (CheckRow, Comparison, CostRow, DecodeLine, PerfRow, ProvenanceRow,
-                                                Selection, SupportMatrix, ThroughputTable, comparisons_in, cost_rows,
-                                                SpreadRow, decode_lines, failed_checks, perf_rows, provenance_rows,
-                                                spread_rows,
-                                                support_matrices, throughput_tables)
-from mlcbench.orchestrator.reports.p3 import P3Row, p3_rows
+from mlcbench.orchestrator.reports.data import PerfRow, perf_rows
+from mlcbench.orchestrator.reports.sections.ceilings import ceilings_section
+from mlcbench.orchestrator.reports.sections.checks import CheckRow, checks_section, failed_checks
+from mlcbench.orchestrator.reports.sections.compare import Comparison, comparisons_in
+from mlcbench.orchestrator.reports.sections.costs import CostRow, cost_rows, costs_section
+from mlcbench.orchestrator.reports.sections.crossgen import comparisons_section
+from mlcbench.orchestrator.reports.sections.decode import DecodeLine, decode_lines, decode_section
+from mlcbench.orchestrator.reports.sections.p3 import P3Row, p3_rows, p3_section
+from mlcbench.orchestrator.reports.sections.provenance import ProvenanceRow, provenance_rows, provenance_section
+from mlcbench.orchestrator.reports.sections.spread import SpreadRow, spread_rows, spread_section
+from mlcbench.orchestrator.reports.sections.support import SupportMatrix, support_matrices, support_section
+from mlcbench.orchestrator.reports.sections.throughput import ThroughputTable, throughput_sections, throughput_tables
+from mlcbench.orchestrator.reports.selection import Selection
+from mlcbench.orchestrator.reports.table import Section
 from mlcbench.schema import Calibration, Result
 
 
@@ -30,6 +39,18 @@ class Report:
     comparisons: tuple[Comparison, ...]
     calibrations: tuple[Calibration, ...] = ()
     spread: tuple[SpreadRow, ...] = ()
+
+    @property
+    def heading(self) -> str:
+        return f"{self.results} result(s) from {self.source}; selection: {self.selection.describe()}"
+
+    def sections(self) -> list[Section]:
+        """What every writer shows, in this order (a section with nothing to show is left out)."""
+        found = [support_section(self.support), *throughput_sections(self.tables), costs_section(self.costs),
+                 spread_section(self.spread), decode_section(self.decode), checks_section(self.failed_checks),
+                 comparisons_section(self.comparisons), p3_section(self.p3), ceilings_section(self.calibrations),
+                 provenance_section(self.provenance)]
+        return [section for section in found if section is not None]
 
 
 def build_report(results: list[Result], source: str, selection: Selection,

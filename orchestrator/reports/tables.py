@@ -10,11 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from mlcbench.orchestrator.reports.data import deciding_timing, wide
+from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
-
-
-STATUS_STYLE = {"ok": "green", "unsupported": "dim", "failed": "red", "oom": "magenta", "timeout": "yellow",
-                "crashed": "red bold"}
 
 
 def _num(value: Optional[float], digits: int = 2) -> str:
@@ -70,7 +67,7 @@ def wide_table(results: list[Result], title: str) -> Table:
     for result in results:
         metrics, job = result.metrics, result.job
         correct = "" if result.correctness is None else ("yes" if result.correctness.passed else "[red]NO[/]")
-        style = STATUS_STYLE.get(result.status, "")
+        style = terminal_style(result.status)
         table.add_row(
             result.provenance.gpu_tag or "", result.provenance.env or "", _model(job), job.workflow_label(), job.precision,
             str(job.batch_size), f"[{style}]{result.status}[/]",
@@ -96,7 +93,7 @@ def compact_table(results: list[Result], title: str) -> Table:
         label = Text(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
         if result.reason:
             label.append(f"\n{result.reason}", style="dim")
-        status = Text(result.status, style=STATUS_STYLE.get(result.status, ""))
+        status = Text(result.status, style=terminal_style(result.status))
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")
         figure = _throughput(result) or (f"{_num(metrics.latency.median_ms, 3)} ms" if metrics.latency else "")
@@ -118,5 +115,5 @@ def history_table(results: Iterable[Result], title: str) -> Table:
                                          else "")
         table.add_row(f"{ended:%Y-%m-%d %H:%M:%S}" if ended else "", provenance.sweep_id or "", _where(result),
                       f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}",
-                      Text(result.status, style=STATUS_STYLE.get(result.status, "")), figure)
+                      Text(result.status, style=terminal_style(result.status)), figure)
     return table

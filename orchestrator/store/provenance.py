@@ -6,7 +6,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import GPUS, JobSpec, Result
+from mlcbench.orchestrator.fractions import of_decode_bound, of_peak, peak_tflops
+from mlcbench.schema import GPUS, Result
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,25 +60,17 @@ def finish(result: Result, env: str, gpu_tag: str, image_digest: Optional[str], 
     return result.model_copy(update={"provenance": provenance, "metrics": _derived(result, gpu_tag)})
 
 
-def decode_step_bytes(job: JobSpec) -> Optional[int]:
-    """Bytes a decode step of this job reads at least, at the mean context length of its decode steps; None where
-    the model's weights are laid out in a way the catalog does not count (bound unknown)."""
-    return job.info.decode_step_bytes(job.precision, job.batch_size, job.input_len + job.output_len // 2)
-
-
 def _derived(result: Result, gpu_tag: str):
     metrics, job = result.metrics, result.job
     peaks = GPUS.get(gpu_tag)
     if peaks is None or job.device != "cuda":
         return metrics
     update = {}
-    if metrics.tflops is not None:
-        peak = peaks.peak_tflops(job.precision, metrics.accumulation or "fp32")
-        if peak:
-            update["peak_fraction"] = metrics.tflops / peak
-    step_bytes = decode_step_bytes(job) if metrics.tpot_ms else None
-    if metrics.tpot_ms and step_bytes is not None:
-        # a decode step reads every weight and the KV cache once: bytes per step over the bandwidth
-        bytes_per_s = step_bytes / (metrics.tpot_ms * 1e-3)
-        update["bandwidth_fraction"] = bytes_per_s / (peaks.bandwidth_gbs * 1e9)
+    peak = of_peak(metrics.tflops, peak_tflops(gpu_tag, job.precision, metrics.accumulation))
+    if peak is not None:
+        update["peak_fraction"] = peak
+    # a decode step reads every weight and the KV cache once: bytes per step over the bandwidth
+    bandwidth = of_decode_bound(job, metrics.tpot_ms, peaks.bandwidth_gbs)
+    if bandwidth is not None:
+        update["bandwidth_fraction"] = bandwidth
     return metrics.model_copy(update=update)

@@ -7,7 +7,7 @@ from typing import Optional
 import pytest
 
 from mlcbench.orchestrator.store import Store
-from mlcbench.orchestrator.store.provenance import decode_step_bytes
+from mlcbench.orchestrator.fractions import decode_step_bytes
 from mlcbench.orchestrator import stats
 from mlcbench.schema import GPUS, Applied, Correctness, GpuInfo, JobSpec, Metrics, ProcessTiming, Provenance, Result, Timing
 

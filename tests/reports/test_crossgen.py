@@ -8,10 +8,12 @@ import pytest
 from typer.testing import CliRunner
 
 from mlcbench.orchestrator.cli import app
-from mlcbench.orchestrator.reports.crossgen import Prediction, generation_rows, host_lines, prediction, verdict
-from mlcbench.orchestrator.reports.data import Selection, compare, perf_rows
+from mlcbench.orchestrator.reports.sections.crossgen import Prediction, generation_rows, host_lines, prediction, verdict
+from mlcbench.orchestrator.reports.data import perf_rows
+from mlcbench.orchestrator.reports.sections.compare import compare
 from mlcbench.orchestrator.reports.html import write_html
 from mlcbench.orchestrator.reports.report import build_report
+from mlcbench.orchestrator.reports.selection import Selection
 from tests.reports.conftest import latency, make_result, store_with
 
 H100_TO_H200 = Prediction(bandwidth=4800 / 3350, peak=1.0)

@@ -2,9 +2,14 @@
 
 import pytest
 
-from mlcbench.orchestrator.reports.data import compare, comparisons_in, cost_rows, failed_checks, perf_rows, provenance_rows, \
-    support_matrices, throughput_tables
-from mlcbench.orchestrator.reports.p3 import p3_rows
+from mlcbench.orchestrator.reports.data import perf_rows
+from mlcbench.orchestrator.reports.sections.checks import failed_checks
+from mlcbench.orchestrator.reports.sections.compare import compare, comparisons_in
+from mlcbench.orchestrator.reports.sections.costs import cost_rows
+from mlcbench.orchestrator.reports.sections.p3 import p3_rows
+from mlcbench.orchestrator.reports.sections.provenance import provenance_rows
+from mlcbench.orchestrator.reports.sections.support import support_matrices
+from mlcbench.orchestrator.reports.sections.throughput import throughput_tables
 from mlcbench.schema import Applied
 from tests.reports.conftest import FAILED_CHECK, FFN_TFLOPS, TINYLLAMA_TOKENS, make_result
 

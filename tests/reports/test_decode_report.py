@@ -2,7 +2,8 @@
 
 import pytest
 
-from mlcbench.orchestrator.reports.data import cost_rows, decode_lines
+from mlcbench.orchestrator.reports.sections.costs import cost_rows
+from mlcbench.orchestrator.reports.sections.decode import decode_lines
 from mlcbench.orchestrator.store.provenance import finish
 from mlcbench.schema import MODELS, Calibration
 from mlcbench.schema.results import ProcessTiming

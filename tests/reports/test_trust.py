@@ -5,10 +5,11 @@ from datetime import timedelta
 
 import pytest
 
-from mlcbench.orchestrator.reports.data import perf_rows, throughput_tables
+from mlcbench.orchestrator.reports.data import perf_rows
 from mlcbench.orchestrator.reports.markdown import markdown
 from mlcbench.orchestrator.reports.report import build_report
-from mlcbench.orchestrator.reports.data import Selection
+from mlcbench.orchestrator.reports.sections.throughput import throughput_tables
+from mlcbench.orchestrator.reports.selection import Selection
 from mlcbench.schema import Calibration
 from tests.reports.conftest import T0, latency, make_result
 

@@ -10,14 +10,18 @@ from rich.console import Console
 
 from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.reports import figures
-from mlcbench.orchestrator.reports.data import (WIDE_INTERVAL, Selection, compare, cost_rows, decode_lines, perf_rows,
-                                                throughput_tables)
+from mlcbench.orchestrator.reports.data import WIDE_INTERVAL, perf_rows
 from mlcbench.orchestrator.reports.html import write_html
 from mlcbench.orchestrator.reports.markdown import markdown
-from mlcbench.orchestrator.reports.p3 import p3_rows
+from mlcbench.orchestrator.reports.sections.compare import compare, comparison_table
+from mlcbench.orchestrator.reports.sections.costs import cost_rows
+from mlcbench.orchestrator.reports.sections.decode import decode_lines
+from mlcbench.orchestrator.reports.sections.p3 import p3_rows
+from mlcbench.orchestrator.reports.sections.throughput import throughput_tables
+from mlcbench.orchestrator.reports.selection import Selection
 from mlcbench.orchestrator.reports.report import build_report
-from mlcbench.orchestrator.reports.terminal import comparison_table, report_renderables
-from mlcbench.orchestrator.store.provenance import decode_step_bytes
+from mlcbench.orchestrator.reports.terminal import report_renderables, table
+from mlcbench.orchestrator.fractions import decode_step_bytes
 from mlcbench.schema import GPUS, CompileCost, Correctness, JobSpec, Metrics, ProcessTiming, Provenance, Result
 
 
@@ -138,7 +142,7 @@ def test_a_failed_check_gets_no_speedup_no_p3_score_and_no_fastest_in_every_repo
     [compared] = [r for r in comparison.rows if r.workflow == "torch_compile"]
     assert compared.ratio is None and compared.label() == "— (check failed: no ratio)"
     console = Console(width=300, record=True)
-    console.print(comparison_table(comparison))
+    console.print(table(comparison_table(comparison)))
     assert "check failed: no ratio" in console.export_text()
     assert comparison.judged == 1  # eager only
     assert f"{comparison.flagged} of 2 row(s) flagged ⚠" in comparison.summary()

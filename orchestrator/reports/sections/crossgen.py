@@ -8,9 +8,12 @@ workflow lands between them says what bounds it."""
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
-from mlcbench.orchestrator.reports.data import Comparison, CompareRow, workflow_order
+from mlcbench.orchestrator.reports import fmt
+from mlcbench.orchestrator.reports.data import workflow_order
+from mlcbench.orchestrator.reports.sections.compare import Comparison, CompareRow, comparison_table
+from mlcbench.orchestrator.reports.table import Block, Column, Paragraph, Section, Table, text_cells
 from mlcbench.schema import GPUS
 
 
@@ -138,3 +141,27 @@ def host_lines(comparison: Comparison) -> list[str]:
                      f"workflows (eager LLM generate(), rows marked \"{NOT_MEMORY_BOUND}\" or "
                      f"\"{BEYOND_BANDWIDTH}\") may come from the host, not the GPU")
     return lines
+
+
+def generation_table(rows: list[GenerationRow], first: str, second: str) -> Table:
+    return Table(f"{second} / {first} per workflow", "the gain against the ratios of bandwidth and of peak",
+                 (Column("kind"), Column("workflow"), Column("batch", numeric=True), Column("cells", numeric=True),
+                  Column("gain", numeric=True), Column("bandwidth ratio", numeric=True),
+                  Column("peak ratio", numeric=True), Column("what bounds it")),
+                 tuple(text_cells(row.kind, row.workflow, str(row.batch), str(row.cells), row.gain(),
+                                  fmt.ratio(row.expected.bandwidth), fmt.ratio(row.expected.peak), row.verdict)
+                       for row in rows))
+
+
+def comparison_blocks(comparison: Comparison) -> tuple[Block, ...]:
+    """A comparison as `compare` prints it and a report shows it: the hosts, the table, between two GPUs each
+    workflow's gain against what the hardware predicts, and the count of findings."""
+    generations = generation_rows(comparison)
+    return (*(Paragraph(line) for line in host_lines(comparison)), comparison_table(comparison),
+            *([generation_table(generations, comparison.first, comparison.second)] if generations else []),
+            Paragraph(comparison.summary()))
+
+
+def comparisons_section(comparisons: Iterable[Comparison]) -> Optional[Section]:
+    blocks = tuple(block for comparison in comparisons for block in comparison_blocks(comparison))
+    return Section("Across GPUs and envs", blocks, figures="compare") if blocks else None

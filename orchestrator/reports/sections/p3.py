@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Iterable, Optional
 
+from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import DEVICE_TIME_BELOW_MS, VERDICT_PROCESSES, PerfRow, workflow_order
+from mlcbench.orchestrator.reports.table import Bullets, Cell, Column, Section, Table, text_cells
 from mlcbench.schema import REFERENCE
 from mlcbench.schema.results import DecodeLoop
 
@@ -132,3 +134,32 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
             architecture=_fraction_score(len(gpus_ran), len(gpus_that_ran), 4),
             checks_failed=sum(1 for passed in checks if not passed), checks=len(checks)))
     return scored
+
+
+def _speedups(row: P3Row) -> str:
+    """'1.45×, n=6 judged, 2 without a verdict': the median speedup and the cells behind it."""
+    text = f"{fmt.ratio(row.median_speedup)}, n={row.speedup_pairs} judged"
+    return text + (f", {row.speedups_without_verdict} without a verdict" if row.speedups_without_verdict else "")
+
+
+def _cells(row: P3Row) -> tuple[Cell, ...]:
+    return (*text_cells(
+        row.workflow, f"{row.performance or '—'} ({_speedups(row)})",
+        f"{row.productivity or '—'} ({fmt.number(row.median_compile_s)} s"
+        + (", own decode loop" if row.custom_decode_loop else "") + ")",
+        f"{row.portability} ({row.cells_ran}/{row.cells_tried} cells)",
+        f"{row.input_flexibility} ({row.batches_ran}/{row.batches_tried} batches"
+        + (", dynamic shapes" if row.dynamic_shapes else "") + ")",
+        f"{row.architecture} ({', '.join(row.gpus_ran) or 'none'} of {', '.join(row.gpus_in_report)})"),
+        Cell(f"{row.checks_failed} of {row.checks}", tone="fail" if row.checks_failed else None))
+
+
+def p3_section(rows: Iterable[P3Row]) -> Optional[Section]:
+    rows = list(rows)
+    if not rows:
+        return None
+    return Section("P3 summary", (Table(
+        "", "scores 1 (worst) to 5 (best), from the data in this report",
+        (Column("workflow"), Column("performance"), Column("productivity"), Column("portability"),
+         Column("input flexibility"), Column("architecture support"), Column("failed checks")),
+        tuple(_cells(row) for row in rows)), Bullets("Rubric", tuple(f"{name}: {text}" for name, text in RUBRIC))))

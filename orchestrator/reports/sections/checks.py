@@ -1,0 +1,71 @@
+"""Correctness checks against eager that failed: every one is listed, with how it was checked and where it failed."""
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from mlcbench.orchestrator.reports import fmt
+from mlcbench.orchestrator.reports.data import CellKey, workflow_order
+from mlcbench.orchestrator.reports.table import Column, Paragraph, Section, Table, text_cells
+from mlcbench.schema import Correctness, Result
+
+
+@dataclass(frozen=True)
+class CheckRow(CellKey):
+    """A correctness check against eager (shown for every checked result; failures are never dropped)."""
+
+    passed: bool
+    cosine: Optional[float]
+    rel_l2_error: Optional[float]
+    max_abs_diff: Optional[float]
+    token_agreement: Optional[float]
+    tolerance: float
+    check: Optional[Correctness] = None
+
+    @property
+    def where(self) -> str:
+        """How it was checked and where it failed: 'teacher_forced, worst at step 3 of 32 checked, 1 of 5 processes
+        failed' (what the result recorded)."""
+        check = self.check
+        if check is None:
+            return "—"
+        parts = [check.method or "method not recorded"]
+        if check.worst_step is not None:
+            parts.append(f"worst at step {check.worst_step}"
+                         + (f" of {check.steps_checked} checked" if check.steps_checked is not None else ""))
+        elif check.steps_checked is not None:
+            parts.append(f"{check.steps_checked} steps checked")
+        if check.processes_checked is not None:
+            parts.append(f"{check.processes_failed or 0} of {check.processes_checked} processes failed")
+        return ", ".join(parts) + (f" ({check.note})" if check.note else "")
+
+
+def failed_checks(results: Iterable[Result]) -> list[CheckRow]:
+    rows = []
+    for result in results:
+        check = result.correctness
+        if check is None or check.passed:
+            continue
+        rows.append(CheckRow(**vars(CellKey.of(result)), passed=check.passed, cosine=check.cosine,
+                             rel_l2_error=check.rel_l2_error, max_abs_diff=check.max_abs_diff,
+                             token_agreement=check.token_agreement, tolerance=check.tolerance, check=check))
+    return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow), r.batch))
+
+
+COLUMNS = (Column("model"), Column("workflow"), Column("gpu"), Column("env"), Column("precision"),
+           Column("batch", numeric=True), Column("cosine", numeric=True), Column("rel. L2 error", numeric=True),
+           Column("max abs diff", numeric=True), Column("token agreement", numeric=True),
+           Column("tolerance", numeric=True), Column("checked how, failed where"))
+
+
+def checks_section(rows: Iterable[CheckRow]) -> Section:
+    """Shown when no check failed too: that none did is a finding."""
+    rows = list(rows)
+    if not rows:
+        return Section("Correctness checks that failed", (Paragraph("No stored correctness check failed."),))
+    table = Table("", f"{len(rows)} result(s) differ from eager beyond tolerance", COLUMNS, tuple(text_cells(
+        c.model, c.workflow, c.gpu, c.env, c.precision, str(c.batch), fmt.number(c.cosine, 5),
+        fmt.number(c.rel_l2_error, 4), fmt.number(c.max_abs_diff, 4), fmt.percent(c.token_agreement),
+        fmt.number(c.tolerance, 3), c.where) for c in rows))
+    return Section("Correctness checks that failed", (table, Paragraph(
+        "✗: the correctness check against eager failed for that result: it gets no speedup, no P3 score and no "
+        "verdict.")))

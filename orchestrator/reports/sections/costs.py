@@ -1,0 +1,113 @@
+"""Compile cost and peak memory: per workflow on a model, in one env on one GPU, over the batch sizes that ran ok;
+compile time with the caches empty (cold) and full (warm), each with the processes behind it."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from statistics import median
+from typing import Iterable, Literal, Optional
+
+from mlcbench.orchestrator.reports import fmt
+from mlcbench.orchestrator.reports.data import WorkflowKey, workflow_order
+from mlcbench.orchestrator.reports.table import Cell, Column, Section, table_section, text_cells
+from mlcbench.schema import Result
+
+
+@dataclass(frozen=True)
+class CostRow(WorkflowKey):
+    """Compile time and peak memory of one workflow on one model, over the batch sizes that ran."""
+
+    batches_ok: tuple[int, ...]
+    compile_s_median: Optional[float]
+    compile_s_max: Optional[float]
+    # cold: compiles that found nothing in the caches; warm: that found every graph there (cost_rows: how they are
+    # combined), each with the number of processes behind it
+    compile_cold_s: Optional[float]
+    compile_warm_s: Optional[float]
+    load_s_median: Optional[float]
+    peak_mem_bytes: Optional[int]
+    peak_mem_batch: Optional[int]
+    compile_cold_n: int = 0
+    compile_warm_n: int = 0
+
+
+def _ok_by_workflow(results: Iterable[Result]) -> dict[WorkflowKey, list[Result]]:
+    groups: dict[WorkflowKey, list[Result]] = defaultdict(list)
+    for result in results:
+        if result.status == "ok":
+            groups[WorkflowKey.of(result)].append(result)
+    return groups
+
+
+def _compiles(result: Result) -> list[tuple[float, Optional[str]]]:
+    """(compile seconds, Inductor cache state) of each worker process of a result (one, for a single-process one),
+    a series set aside included."""
+    latency = result.metrics.latency
+    processes = [*latency.processes, *latency.other_series] if latency else []
+    measured = [(p.compile_s, p.compile_cache) for p in processes if p.compile_s is not None]
+    if measured:
+        return measured
+    return [(result.metrics.compile_s, result.metrics.compile_cache)] if result.metrics.compile_s is not None else []
+
+
+CompileState = Literal["cold", "warm"]
+
+
+def compile_costs(result: Result) -> dict[CompileState, tuple[float, int]]:
+    """(median seconds, processes) of a result's cold and of its warm compiles: as the host combined them over every
+    process of the cell (Metrics.compile_cold / compile_warm, both series), else, for a result stored before, from
+    its processes' own compile times."""
+    metrics = result.metrics
+    combined = {state: (cost.median_s, cost.n)
+                for state, cost in (("cold", metrics.compile_cold), ("warm", metrics.compile_warm)) if cost}
+    if combined:
+        return combined  # type: ignore[return-value]
+    by_state: dict[CompileState, list[float]] = defaultdict(list)
+    for seconds, cache in _compiles(result):
+        if cache in ("cold", "warm"):
+            by_state[cache].append(seconds)  # type: ignore[index]
+    return {state: (median(seconds), len(seconds)) for state, seconds in by_state.items()}
+
+
+def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = None) -> list[CostRow]:
+    """Compile time and memory of each cell's result; the cold and warm compile times over every attempt given (a
+    cell's first run compiled cold, its reruns warm, before a cell kept both series): the median over those results
+    of each one's median, with the processes behind them."""
+    groups = _ok_by_workflow(results)
+    tried = _ok_by_workflow(results if attempts is None else attempts)
+    rows = []
+    for key, members in groups.items():
+        compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
+        costs = [compile_costs(r) for r in tried[key]]
+        by_cache = {state: [cost[state] for cost in costs if state in cost] for state in ("cold", "warm")}
+        load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
+        with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
+        biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None
+        rows.append(CostRow(
+            key.gpu, key.env, key.model, key.workflow, tuple(sorted(r.job.batch_size for r in members)),
+            median(compile_times) if compile_times else None, max(compile_times) if compile_times else None,
+            *(median(s for s, _ in by_cache[state]) if by_cache[state] else None for state in ("cold", "warm")),
+            median(load_times) if load_times else None,
+            biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None,
+            *(sum(n for _, n in by_cache[state]) for state in ("cold", "warm"))))
+    return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow)))
+
+
+COLUMNS = (Column("model"), Column("workflow"), Column("gpu"), Column("env"), Column("batches ok", numeric=True),
+           Column("compile s (median)", numeric=True), Column("compile s (max)", numeric=True),
+           Column("cold / warm s (processes)", numeric=True), Column("load s (median)", numeric=True),
+           Column("peak memory", numeric=True), Column("at batch", numeric=True))
+
+
+def _cells(row: CostRow) -> tuple[Cell, ...]:
+    return text_cells(row.model, row.workflow, row.gpu, row.env, ", ".join(str(b) for b in row.batches_ok),
+                      fmt.number(row.compile_s_median), fmt.number(row.compile_s_max),
+                      fmt.cold_warm(row.compile_cold_s, row.compile_cold_n, row.compile_warm_s, row.compile_warm_n),
+                      fmt.number(row.load_s_median), fmt.gigabytes(row.peak_mem_bytes),
+                      "—" if row.peak_mem_batch is None else f"b{row.peak_mem_batch}")
+
+
+def costs_section(rows: Iterable[CostRow]) -> Optional[Section]:
+    return table_section(
+        "Compile time and peak memory", "over the runs that ended ok: the first call, compile included; cold / warm: "
+        "the compile caches empty / full, the median over that many processes", COLUMNS,
+        tuple(_cells(row) for row in rows))
