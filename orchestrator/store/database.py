@@ -8,9 +8,11 @@ Any SQLAlchemy URL works (SQLite by default, PostgreSQL for several hosts). The 
 Alembic migrations, never rewritten silently. The orchestrator is the only writer; several orchestrators (threads,
 processes, hosts) may write to one store at once."""
 
+import atexit
 import errno
 import os
 import sqlite3
+import weakref
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, NamedTuple, Optional
@@ -133,6 +135,7 @@ class Store:
         self.secrets = url_secrets(url)
         remember(self.secrets)
         self.engine, self.read_only, self.warning = open_engine(url, create, pooled)
+        _OPEN_ENGINES.add(self.engine)
         # transactions that write take SQLite's write lock when they begin (waiting for it): one that read first (an
         # attempt read back to be extended) could not wait for another writer later and would fail "database is locked"
         self.writer = self.engine.execution_options(**{IMMEDIATE: True})
@@ -296,6 +299,17 @@ def sqlite_file(url: str) -> Optional[Path]:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)
+
+
+# every engine opened here, closed at exit: a command ends without CPython's finalization (orchestrator/__main__.py),
+# and a SQLite connection left open keeps its -wal and -shm files beside the store
+_OPEN_ENGINES: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_engines() -> None:
+    for engine in list(_OPEN_ENGINES):
+        engine.dispose()
 
 
 class OpenedStore(NamedTuple):

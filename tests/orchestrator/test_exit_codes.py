@@ -126,6 +126,18 @@ def test_ctrl_c_at_any_moment_of_a_command_is_exit_130_without_a_traceback(tmp_p
         assert stderr.strip() == "interrupted"
 
 
+@pytest.mark.parametrize("command", [["report"], ["results"], ["export", "--format", "csv", "--out", "-"]])
+def test_a_command_that_read_a_store_leaves_no_sqlite_log_beside_it(tmp_path, command):
+    """A command ends without CPython's finalization; its connections are still closed, so SQLite folds and removes
+    the store's -wal and -shm files (they used to stay beside every store a report had read)."""
+    store = tmp_path / "store.db"
+    Store(f"sqlite:///{store}").engine.dispose()
+    done = subprocess.run([sys.executable, "-m", "mlcbench.orchestrator", *command, "--db", f"sqlite:///{store}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["store.db"]
+
+
 @pytest.mark.parametrize("db, message", [("not a url://x", "cannot use --db not a url://x: not a SQLAlchemy URL"),
                                          ("not a url", "needs a store that every node reaches, not a SQLite file")])
 def test_slurm_with_a_db_that_is_not_a_url_is_one_line(tmp_path, db, message):
