@@ -19,10 +19,6 @@ def gigabytes(value: Optional[int]) -> str:
     return "—" if value is None else f"{value / 1e9:.2f} GB"
 
 
-def check(passed: Optional[bool]) -> str:
-    return "not checked" if passed is None else "pass" if passed else "FAIL"
-
-
 def cold_warm(cold: Optional[float], cold_n: int, warm: Optional[float], warm_n: int) -> str:
     """Compile seconds with the caches empty / full, each with its number of processes: "18.3 (n=1) / 4.5 (n=4)"."""
     if cold is None and warm is None:
