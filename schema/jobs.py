@@ -1,5 +1,5 @@
 import hashlib
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
@@ -17,6 +17,13 @@ class WorkflowOptions(StrictModel):
     io_binding: bool = True
     min_block_size: Optional[int] = Field(default=None, ge=1)
     fp32_accumulation: Optional[bool] = None
+    # torch_compile_decode's techniques, each one step of an ablation: q/k/v and gate/up each one GEMM over weights
+    # concatenated at load (default on); programmatic dependent launch in Inductor's Triton kernels (default off)
+    fused_projections: Optional[bool] = None
+    pdl: Optional[bool] = None
+
+    # options added after stores were written: left out of a job's identity while None, so old job ids stay valid
+    LATER: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl")
 
     def non_default(self) -> str:
         """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
@@ -112,8 +119,7 @@ class JobSpec(StrictModel):
     @property
     def job_id(self) -> str:
         """Stable identity: a hash of the canonical JSON of every field except the timeout (a limit, not a setting)."""
-        canonical = self.model_dump_json(exclude={"timeout_s", *self._absent()})
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return hashlib.sha256(self._canonical(set()).encode()).hexdigest()[:16]
 
     @property
     def cell_settings(self) -> str:
@@ -128,12 +134,18 @@ class JobSpec(StrictModel):
         return self._settings_hash({"model", "workflow", "precision", "batch_size", "options"})
 
     def _settings_hash(self, coordinates: set[str]) -> str:
-        canonical = self.model_dump_json(exclude={"timeout_s", *coordinates, *self._absent()})
-        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+        return hashlib.sha256(self._canonical(coordinates).encode()).hexdigest()[:12]
 
-    def _absent(self) -> set[str]:
-        """Fields added after stores were written, left out of the hashes while unset (old ids stay valid)."""
-        return {"model_info"} if self.model_info is None else set()
+    def _canonical(self, coordinates: set[str]) -> str:
+        """The JSON the hashes read: every field but the timeout and `coordinates`, less the fields (and options)
+        added after stores were written while they are unset, so old ids stay valid."""
+        exclude: dict[str, Any] = {name: True for name in ("timeout_s", *coordinates)}
+        if self.model_info is None:
+            exclude["model_info"] = True
+        later = {name: True for name in WorkflowOptions.LATER if getattr(self.options, name) is None}
+        if later and "options" not in exclude:
+            exclude["options"] = later
+        return self.model_dump_json(exclude=exclude)
 
     def label(self) -> str:
         options = self.options.non_default()

@@ -25,6 +25,18 @@ def test_job_id_changes_with_any_setting_but_not_the_timeout():
     assert job(timeout_s=5).job_id == base.job_id
 
 
+@pytest.mark.parametrize("option", ["fused_projections", "pdl"])
+def test_a_later_option_keeps_old_job_ids_while_unset_and_makes_another_cell_when_set(option):
+    base = job(workflow="torch_compile_decode", model="llama-2layer")
+    assert job(workflow="torch_compile_decode", model="llama-2layer", options={option: None}).job_id == base.job_id
+    for value in (True, False):
+        variant = job(workflow="torch_compile_decode", model="llama-2layer", options={option: value})
+        assert variant.job_id != base.job_id and variant.cell_settings != base.cell_settings
+        assert variant.baseline_settings == base.baseline_settings  # eager of the same settings is its baseline
+        assert variant.label().endswith(f"[{option}={value}]")
+        assert JobSpec.model_validate_json(variant.model_dump_json()).job_id == variant.job_id
+
+
 def test_a_jobs_label_names_the_options_set_away_from_their_defaults():
     assert job(workflow="onnxruntime").label() == "ffn-small/onnxruntime/fp32/b4"
     optioned = job(workflow="onnxruntime", options={"io_binding": False, "min_block_size": 3})
