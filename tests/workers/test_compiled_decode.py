@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from mlcbench.schema import MODELS, JobSpec, Result
-from mlcbench.workers.decode.compiled_step import CompiledStepRunner, decode_step, prefill
+from mlcbench.workers.decode.compiled_step import (CompiledStepRunner, compile_options, decode_step, pdl_unavailable,
+                                                   prefill)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 from mlcbench.workers.decode.static_llama import StaticLlama
 from mlcbench.workers.measurement.dynamo_stats import compile_cache_state
 from mlcbench.workers.models import llm as llm_models
 from mlcbench.workers.runner import run_job
-from mlcbench.workers.stacks.inductor_cache import cache_key, use_cache_folder
+from mlcbench.workers.stacks.inductor_cache import cache_key, job_shape, use_cache_folder
 
 
 def job(**overrides) -> JobSpec:
@@ -37,14 +38,15 @@ def plain(model: StaticLlama, eos: list[int]) -> CompiledStepRunner:
     return runner
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("prompt_len,batch", [(32, 2), (5, 1)])
 @torch.no_grad()
-def test_static_llama_reproduces_hf_logits_and_tokens_with_grouped_kv_heads(prompt_len, batch):
+def test_static_llama_reproduces_hf_logits_and_tokens_with_grouped_kv_heads(prompt_len, batch, fused):
     model = hf_model()
     assert model.config.num_key_value_heads < model.config.num_attention_heads
     prompt = torch.randint(3, 32000, (batch, prompt_len), generator=torch.Generator().manual_seed(7))
     reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, 7, with_logits=True)
-    out = plain(StaticLlama(model), [2]).generate(prompt, 7, with_logits=True)
+    out = plain(StaticLlama(model, fuse_projections=fused), [2]).generate(prompt, 7, with_logits=True)
     assert torch.equal(out.tokens, reference.tokens)
     torch.testing.assert_close(out.step_logits, reference.step_logits, rtol=1e-4, atol=1e-4)
 
@@ -61,6 +63,30 @@ def test_static_llama_shares_the_hf_weights_and_never_emits_eos():
     # the token greedy picks first, declared EOS: the runner (like generate's min_new_tokens) must never emit it
     out = plain(static, [favourite]).generate(prompt, 4)
     assert out.tokens.shape == (1, 4) and not (out.tokens == favourite).any()
+
+
+@torch.no_grad()
+def test_unfused_projections_are_the_hf_weights_themselves_one_gemm_each():
+    model = hf_model()
+    layer = model.model.layers[0]
+    before = layer.self_attn.q_proj.weight.data_ptr(), layer.mlp.gate_proj.weight.data_ptr()
+    block = StaticLlama(model, fuse_projections=False).layers[0]
+    assert (block.wq.data_ptr(), block.w1.data_ptr()) == before  # no copy, and the HF weights were left as they were
+    assert block.wv.data_ptr() == layer.self_attn.v_proj.weight.data_ptr()
+    assert not hasattr(block, "wqkv") and not hasattr(block, "w13")
+
+
+def test_pdl_is_a_compile_option_of_the_decode_step_only_and_refused_where_inductor_would_drop_it(tmp_path,
+                                                                                                   monkeypatch):
+    assert compile_options("reduce-overhead", pdl=True)["triton.enable_pdl"] is True
+    assert "triton.enable_pdl" not in compile_options("reduce-overhead")
+    assert "CUDA" in pdl_unavailable(torch.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
+    assert "9.0" in pdl_unavailable(torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert pdl_unavailable(torch.device("cuda")) is None
+    refused = run_job(job(options={"pdl": True}), tmp_path)
+    assert refused.status == "unsupported" and "PDL" in refused.reason and "cpu" in refused.reason
 
 
 def test_compiled_decode_agrees_with_eager_cold_then_warm_from_the_cache_folder(tmp_path):
@@ -123,6 +149,13 @@ def in_a_fresh_process(jobs: list[JobSpec], cache_dir) -> list[Result]:
     done = subprocess.run([sys.executable, "-c", script, str(cache_dir)], capture_output=True, text=True, check=True,
                           input="".join(job.model_dump_json() + "\n" for job in jobs))
     return [Result.model_validate_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def test_a_precompile_shape_names_the_options_a_job_compiles_with_and_is_unchanged_without_any():
+    assert job_shape(job()) == "llama-2layer-random-fp32-b2-in32-out6"  # the folder a cache written earlier is in
+    variants = {job_shape(job(options=options)) for options in
+                ({}, {"pdl": True}, {"fused_projections": False}, {"compile_mode": "max-autotune"})}
+    assert len(variants) == 4
 
 
 def test_cache_key_names_interpreter_torch_triton_device_and_image():

@@ -95,12 +95,15 @@ BUGS = {
 }
 
 
-@pytest.mark.parametrize("batch", [1, 4])
-def test_the_compiled_decode_loop_passes_every_step_fed_eagers_tokens(tmp_path, batch):
+@pytest.mark.parametrize("batch,options", [(1, {}), (4, {}), (4, {"fused_projections": False})])
+def test_the_compiled_decode_loop_passes_every_step_fed_eagers_tokens(tmp_path, batch, options):
     # in a worker process of its own, as a sweep runs it: in this one, other tests' compiled decode steps of the same
     # shapes are still in dynamo's code cache (no worker resets dynamo between them)
-    [result] = in_a_fresh_process([job(batch_size=batch)], tmp_path)
+    [result] = in_a_fresh_process([job(batch_size=batch, options=options)], tmp_path)
     assert result.status == "ok", result.error
+    # the variant is named in the result, as the report's ablation reads it
+    applied = result.metrics.applied
+    assert (applied.fused_projections, applied.pdl) == (options.get("fused_projections", True), False)
     check = result.correctness
     assert check.passed and check.method == "teacher_forced" and check.steps_checked == OUTPUT_LEN
     assert check.token_agreement == 1.0 and check.rel_l2_error < 1e-5
@@ -109,14 +112,15 @@ def test_the_compiled_decode_loop_passes_every_step_fed_eagers_tokens(tmp_path, 
     assert result.metrics.recompiles == 0 and result.metrics.applied.compiled_graphs == 2
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("batch", [1, 4])
 @pytest.mark.parametrize("bug", sorted(BUGS))
-def test_a_planted_decode_bug_fails_the_check(tmp_path, monkeypatch, bug, batch):
+def test_a_planted_decode_bug_fails_the_check(tmp_path, monkeypatch, bug, batch, fused):
     """torch_compile_decode through the worker, its step functions left uncompiled (Inductor on this CPU takes ~90 s
     a shape; the test above runs the compiled graphs on the same loop): the planted bug is in the code they trace."""
     monkeypatch.setattr(compiled_step, "compile_for_warm_start", lambda function, **options: function)
     BUGS[bug](monkeypatch)
-    result = run_job(job(batch_size=batch), tmp_path)
+    result = run_job(job(batch_size=batch, options={"fused_projections": fused}), tmp_path)
     assert result.status == "ok", result.error
     check = result.correctness
     assert check.method == "teacher_forced" and check.steps_checked == OUTPUT_LEN
@@ -177,7 +181,8 @@ def test_every_loop_fed_the_same_tokens_gives_the_logits_of_one_forward_over_the
     expected = whole[:, prompt.shape[1] - 1:-1].float()  # the logits each of the output steps is chosen from
     loops = {"hf_generate": HFGenerateRunner(model, disable_compile=True),
              "greedy_no_kv_cache": GreedyRunner(LogitsOnly(model), eos_token_id=eos),
-             "compiled_step": plain(StaticLlama(model), [eos])}
+             "compiled_step": plain(StaticLlama(model), [eos]),
+             "compiled_step unfused": plain(StaticLlama(model, fuse_projections=False), [eos])}
     for name, loop in loops.items():
         out = loop.generate(prompt, OUTPUT_LEN, with_logits=True, forced_tokens=forced)
         torch.testing.assert_close(out.step_logits, expected, rtol=1e-4, atol=1e-4, msg=name)

@@ -32,21 +32,39 @@ def decode_step(model: StaticLlama, token: torch.Tensor, position: torch.Tensor,
     return _greedy(logits, eos_ids), position + 1, logits
 
 
-def compile_options(mode: str) -> dict[str, object]:
-    """What torch.compile's `mode` turns on, plus gpt-fast's tuning (torch.compile takes a mode or options, not both)."""
+def compile_options(mode: str, pdl: bool = False) -> dict[str, object]:
+    """What torch.compile's `mode` turns on, plus gpt-fast's tuning (torch.compile takes a mode or options, not both),
+    and with `pdl` programmatic dependent launch: each of Inductor's Triton kernels starts while the one before it
+    finishes, and waits (griddepcontrol) only where it reads that kernel's output."""
     from torch._inductor import list_mode_options
 
-    return {**list_mode_options(mode), **TUNING}
+    return {**list_mode_options(mode), **TUNING, **({"triton.enable_pdl": True} if pdl else {})}
+
+
+def pdl_unavailable(device: torch.device) -> Optional[str]:
+    """Why Inductor would generate no PDL for this device (it then drops it silently), or None where it will."""
+    from torch._inductor import config
+
+    if not hasattr(config.triton, "enable_pdl"):
+        return f"torch {torch.__version__} has no PDL in Inductor (torch._inductor.config.triton.enable_pdl)"
+    if device.type != "cuda":
+        return f"PDL (programmatic dependent launch) is a CUDA feature; this job runs on {device.type}"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major < 9:
+        return f"PDL needs compute capability 9.0 or later (Hopper); this GPU has {major}.{minor}"
+    return None
 
 
 class CompiledStepRunner:
-    def __init__(self, model: StaticLlama, eos_token_ids: list[int], step_mode: str):
+    def __init__(self, model: StaticLlama, eos_token_ids: list[int], step_mode: str, pdl: bool = False):
+        """pdl: in the decode step only, as vLLM does: a PDL launch costs the host a little more, which only the
+        step's CUDA graph replay takes off it."""
         forget_installed_globals(globals(), _IMPORTED)
         self.model = model
         self.eos_ids = torch.tensor(eos_token_ids, dtype=torch.long, device=model.embed.device)
         torch._dynamo.mark_static_address(self.eos_ids)  # a CUDA graph reads it in place, no copy per replay
         self.prefill = compile_for_warm_start(prefill, fullgraph=True, dynamic=True, options=compile_options("default"))
-        self.step = compile_for_warm_start(decode_step, fullgraph=True, options=compile_options(step_mode))
+        self.step = compile_for_warm_start(decode_step, fullgraph=True, options=compile_options(step_mode, pdl))
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,

@@ -4,12 +4,13 @@ Mistral (sliding window while the sequence fits in it), Qwen2 (q/k/v biases); gr
 head_dim apart from hidden/heads. Anything else is Unfit, with its architecture's name: never a wrong number.
 
 The performance tricks, all visible here: q/k/v and gate/up are each one fused GEMM (fewer, larger kernels per
-layer); the KV cache is a static buffer of the module (same shapes every step, so one CUDA graph replays every
+layer; `fuse_projections=False` keeps one GEMM per projection, the ablation's base); the KV cache is a static buffer of the module (same shapes every step, so one CUDA graph replays every
 step); attention is written out in plain ops that Inductor generates itself, with grouped-query heads reading their
 shared K/V in place (no repeat of the cache); only the last position goes through the LM head.
 
 Same weights, not a copy: the fused tensors are built once and the HF model's q/k/v and gate/up weights become views
-of them, so both models keep computing with the very same storage and memory is not doubled."""
+of them (unfused, the HF weights themselves), so both models keep computing with the very same storage and memory is
+not doubled."""
 
 import torch
 from torch import nn
@@ -89,7 +90,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 class Block(nn.Module):
-    def __init__(self, layer, config):
+    def __init__(self, layer, config, fuse_projections: bool = True):
         super().__init__()
         attention, mlp = layer.self_attn, layer.mlp
         self.heads = config.num_attention_heads
@@ -97,9 +98,17 @@ class Block(nn.Module):
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
         self.scale = self.head_dim ** -0.5
-        self.wqkv, self.bqkv = _fuse([attention.q_proj, attention.k_proj, attention.v_proj])
+        self.fused = fuse_projections
+        if fuse_projections:
+            self.wqkv, self.bqkv = _fuse([attention.q_proj, attention.k_proj, attention.v_proj])
+            self.w13, self.b13 = _fuse([mlp.gate_proj, mlp.up_proj])
+        else:
+            self.wq, self.bq = _shared(attention.q_proj.weight), _optional(attention.q_proj.bias)
+            self.wk, self.bk = _shared(attention.k_proj.weight), _optional(attention.k_proj.bias)
+            self.wv, self.bv = _shared(attention.v_proj.weight), _optional(attention.v_proj.bias)
+            self.w1, self.b1 = _shared(mlp.gate_proj.weight), _optional(mlp.gate_proj.bias)
+            self.w3, self.b3 = _shared(mlp.up_proj.weight), _optional(mlp.up_proj.bias)
         self.wo, self.bo = _shared(attention.o_proj.weight), _optional(attention.o_proj.bias)
-        self.w13, self.b13 = _fuse([mlp.gate_proj, mlp.up_proj])
         self.w2, self.b2 = _shared(mlp.down_proj.weight), _optional(mlp.down_proj.bias)
         self.attention_norm = _shared(layer.input_layernorm.weight)
         self.ffn_norm = _shared(layer.post_attention_layernorm.weight)
@@ -108,7 +117,7 @@ class Block(nn.Module):
 
     def allocate_cache(self, batch: int, length: int) -> None:
         shape = (batch, self.kv_heads, length, self.head_dim)
-        weight = self.wqkv
+        weight = self.wo
         for name in ("k_cache", "v_cache"):
             cache = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
             # the cache is updated in place inside the CUDA graph: its address must never change
@@ -117,13 +126,24 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attend(rms_norm(x, self.attention_norm, self.eps), positions, cos, sin)
-        gate, up = torch.nn.functional.linear(rms_norm(x, self.ffn_norm, self.eps), self.w13, self.b13).chunk(2, dim=-1)
+        gate, up = self.gate_up(rms_norm(x, self.ffn_norm, self.eps))
         return x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
+
+    def gate_up(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.fused:
+            return torch.nn.functional.linear(x, self.w13, self.b13).chunk(2, dim=-1)
+        return torch.nn.functional.linear(x, self.w1, self.b1), torch.nn.functional.linear(x, self.w3, self.b3)
+
+    def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.fused:
+            q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+            return torch.nn.functional.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
+        return tuple(torch.nn.functional.linear(x, weight, bias)
+                     for weight, bias in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
 
     def attend(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         batch, tokens, _ = x.shape
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        q, k, v = torch.nn.functional.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
+        q, k, v = self.qkv(x)
         q = rotate(q.view(batch, tokens, self.heads, self.head_dim), cos, sin)
         k = rotate(k.view(batch, tokens, self.kv_heads, self.head_dim), cos, sin)
         v = v.view(batch, tokens, self.kv_heads, self.head_dim)
@@ -139,18 +159,19 @@ class Block(nn.Module):
         weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype)
         out = torch.matmul(weights, self.v_cache)  # [batch, kv_heads, group * tokens, head_dim]
         out = out.view(batch, self.kv_heads, group, tokens, self.head_dim).permute(0, 3, 1, 2, 4)
-        return torch.nn.functional.linear(out.reshape(batch, tokens, q_size), self.wo, self.bo)
+        return torch.nn.functional.linear(out.reshape(batch, tokens, self.heads * self.head_dim), self.wo, self.bo)
 
 
 class StaticLlama(nn.Module):
-    def __init__(self, hf_model, max_length: "int | None" = None):
-        """max_length: the most positions a generation will fill (prompt + new tokens); None: the model's maximum."""
+    def __init__(self, hf_model, max_length: "int | None" = None, fuse_projections: bool = True):
+        """max_length: the most positions a generation will fill (prompt + new tokens); None: the model's maximum.
+        fuse_projections: q/k/v and gate/up each one GEMM (False: one GEMM per projection)."""
         super().__init__()
         config = hf_model.config
         check_fits(hf_model, max_length or config.max_position_embeddings)
         self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
         self.embed = _shared(hf_model.model.embed_tokens.weight)
-        self.layers = nn.ModuleList(Block(layer, config) for layer in hf_model.model.layers)
+        self.layers = nn.ModuleList(Block(layer, config, fuse_projections) for layer in hf_model.model.layers)
         self.norm = _shared(hf_model.model.norm.weight)
         self.lm_head = _shared(hf_model.lm_head.weight)
         self.eps = config.rms_norm_eps

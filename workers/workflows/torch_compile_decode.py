@@ -1,12 +1,13 @@
 """LLMs: the whole decode step compiled (gpt-fast's recipe). The HF model's own weights in a compact Llama with a
 static KV cache in its buffers; forward, greedy token choice and position update are one graph with fullgraph,
 replayed as a CUDA graph (mode reduce-overhead) with no host sync inside the loop; prefill compiled on its own with
-dynamic shapes; coordinate-descent tuning on every generated kernel. Inductor's caches and dynamo's precompile cache live in the env's
+dynamic shapes; coordinate-descent tuning on every generated kernel. Options turn techniques on or off, each recorded
+in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere). Inductor's caches and dynamo's precompile cache live in the env's
 cache folder, so the next process loads the compiled step instead of tracing the model again."""
 
 from contextlib import contextmanager
 
-from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner
+from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner, pdl_unavailable
 from mlcbench.workers.decode.static_llama import StaticLlama, Unfit
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
 from mlcbench.workers.interface import Unsupported, Workflow
@@ -27,13 +28,19 @@ class TorchCompileDecode(Workflow):
             yield
 
     def prepare_llm(self, model, ctx):
+        options = ctx.job.options
+        fused, pdl = options.fused_projections is not False, bool(options.pdl)
+        # a cell named +PDL whose kernels are the base's would be a mislabelled measurement
+        why_no_pdl = pdl_unavailable(ctx.device) if pdl else None
+        if why_no_pdl:
+            raise Unsupported(f"{self.name}: {why_no_pdl}")
         try:
-            static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len)
+            static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len, fuse_projections=fused)
         except Unfit as unfit:
             raise Unsupported(f"{self.name}: {unfit}") from None
         # CUDA graphs need a GPU; on a CPU the same graphs run without them
-        mode = ctx.job.options.compile_mode or ("reduce-overhead" if ctx.device.type == "cuda" else "default")
+        mode = options.compile_mode or ("reduce-overhead" if ctx.device.type == "cuda" else "default")
         ctx.apply(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
-                  decode_loop="compiled_step")
+                  decode_loop="compiled_step", fused_projections=fused, pdl=pdl)
         ctx.settings.update(TUNING)
-        return CompiledStepRunner(static, eos_token_ids(model), mode)
+        return CompiledStepRunner(static, eos_token_ids(model), mode, pdl)
