@@ -3,27 +3,32 @@ in Inductor's own kernels and elsewhere, and the gaps between kernels, against t
 KV cache over a device-to-device copy's bandwidth measured here, and the catalog's).
 
     python benchmarks/decode_profile.py --model tinyllama-1.1b --batch-size 1,64 [--json out.json]
+        [--options '{"fused_projections": false}' --options '{"pdl": true}' ...]
 
-Inductor's caches are read from (and written to) the same folder a local sweep uses, so after a sweep nothing
-compiles cold. Kernel names come from a torch.profiler trace of 31 CUDA-graph replays.
+Each `--options` (torch_compile_decode's WorkflowOptions, as JSON; default: none set) is one variant, built as the
+workflow builds it. The compiled functions load from (and save to) the caches a local sweep's torch_compile_decode
+job of the same shape and options uses (Inductor's and dynamo's precompile cache), so after a sweep nothing compiles
+cold. Kernel names come from a torch.profiler trace of 31 CUDA-graph replays.
 """
 
 import argparse
+import itertools
 import json
 import re
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
 
-from mlcbench.schema import GPUS, MODELS, JobSpec, gpu_tag_for_name
+from mlcbench.schema import GPUS, MODELS, JobSpec, WorkflowOptions, gpu_tag_for_name
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
-from mlcbench.workers.decode.compiled_step import CompiledStepRunner
+from mlcbench.workers.decode.compiled_step import CompiledStepRunner, pdl_unavailable
 from mlcbench.workers.decode.static_llama import StaticLlama
 from mlcbench.workers.models import llm
-from mlcbench.workers.stacks.inductor_cache import use_cache_folder
+from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
 from mlcbench.workers.workflows.torch_compile_decode import eos_token_ids
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -106,6 +111,8 @@ def main() -> int:
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=32)
     parser.add_argument("--mode", default="reduce-overhead")
+    parser.add_argument("--options", type=WorkflowOptions.model_validate_json, action="append",
+                        help="one variant's workflow options as JSON (repeatable; default: the workflow's defaults)")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR / "local",
                         help="the env's cache folder (a local sweep's default)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -113,25 +120,33 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("error: decode_profile needs a CUDA GPU", file=sys.stderr)
         return 1
+    why_no_pdl = pdl_unavailable(torch.device("cuda"))
+    if why_no_pdl and any(options.pdl for options in args.options or []):
+        print(f"error: {why_no_pdl}", file=sys.stderr)
+        return 1
     info = MODELS[args.model]
     gpu_name = torch.cuda.get_device_name()
     peaks = GPUS.get(gpu_tag_for_name(gpu_name) or "")
     measured_gbs = copy_bandwidth_gbs()
-    use_cache_folder(args.cache_dir / "torch_compile_decode", torch.device("cuda"))
     if hasattr(torch.profiler, "_utils") and hasattr(torch.profiler._utils, "_init_for_cuda_graphs"):
         torch.profiler._utils._init_for_cuda_graphs()  # lets the profiler see kernels inside CUDA graphs
     report = {"model": args.model, "gpu": gpu_name, "torch": torch.__version__, "mode": args.mode,
               "copy_bandwidth_gbs": measured_gbs, "catalog_bandwidth_gbs": peaks.bandwidth_gbs if peaks else None,
-              "batches": {}}
-    for batch in args.batch_size or [1]:
+              "variants": {}}
+    for options, batch in itertools.product(args.options or [WorkflowOptions()], args.batch_size or [1]):
         job = JobSpec(model=args.model, workflow="torch_compile_decode", precision=info.default_precision,
-                      batch_size=batch, input_len=args.input_len, output_len=args.output_len)
-        with torch.no_grad():
+                      batch_size=batch, input_len=args.input_len, output_len=args.output_len, options=options)
+        variant = options.non_default() or "default"
+        with torch.no_grad(), warm_start_caches(args.cache_dir / "torch_compile_decode", torch.device("cuda"),
+                                                precompile_shape=job_shape(job)):
             hf_model = llm.build(info, job, DTYPES[job.precision], torch.device("cuda"))
-            runner = CompiledStepRunner(StaticLlama(hf_model), eos_token_ids(hf_model), args.mode)
+            static = StaticLlama(hf_model, fuse_projections=options.fused_projections is not False)
+            runner = CompiledStepRunner(static, eos_token_ids(hf_model), args.mode, pdl=bool(options.pdl))
             prompt = llm.prompt_ids(info, job, torch.device("cuda"))
+            start = time.perf_counter()
             for _ in range(3):  # compile (or load from the cache), record the CUDA graphs
                 runner.generate(prompt, args.output_len)
+            first_calls_s = time.perf_counter() - start
             with tempfile.TemporaryDirectory() as folder:
                 trace = Path(folder) / "trace.json"
                 steps = args.output_len - 1
@@ -140,14 +155,16 @@ def main() -> int:
         step_bytes = info.decode_step_bytes(job.precision, batch, args.input_len + args.output_len // 2)
         figures["bytes_per_step_gb"] = step_bytes / 1e9
         figures["bound_ms_measured_copy"] = step_bytes / (measured_gbs * 1e9) * 1e3
-        report["batches"][batch] = figures
-        print(f"{args.model} b{batch}: step {figures['step_ms']:.3f} ms, bound {figures['bound_ms_measured_copy']:.3f} "
+        figures["fraction_of_bound"] = figures["bound_ms_measured_copy"] / figures["step_ms"]
+        figures["first_three_calls_s"] = first_calls_s  # the compile, or the load from the caches, included
+        report["variants"].setdefault(variant, {})[batch] = figures
+        print(f"{args.model} b{batch} [{variant}]: step {figures['step_ms']:.3f} ms, bound {figures['bound_ms_measured_copy']:.3f} "
               f"ms ({step_bytes / 1e9:.2f} GB at {measured_gbs:.0f} GB/s copy); {figures['kernels_per_step']:.0f} "
               f"kernels/step; GEMM {figures['gemm_ms_per_step']:.3f} ms, Inductor {figures['inductor_ms_per_step']:.3f}"
               f" ms, other {figures['other_ms_per_step']:.3f} ms, gaps {figures['gaps_ms_per_step']:.3f} ms")
         for kernel in figures["top_kernels"]:
             print(f"    {kernel['ms_per_step']:.4f} ms  x{kernel['calls_per_step']:.0f}  {kernel['name']}")
-        del runner, hf_model
+        del runner, static, hf_model
         torch._dynamo.reset()
         torch.cuda.empty_cache()
     if args.json:
