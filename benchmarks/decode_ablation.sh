@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# torch_compile_decode's ablation on the GPU machine (issue 32): base (fused_projections=false) -> +fused (the
+# default) -> +PDL (pdl=true) at TinyLlama and Llama-2-7B, b1 and b64 (benchmarks/suites/decode-ablation.toml), each
+# model and batch size swept, then its three variants profiled (benchmarks/decode_profile.py: kernels per step, time
+# per kernel class, bytes per step against the copy bound). The device allows 10 minutes a command: each step starts
+# only if its estimated seconds still fit in BUDGET_S (default 570), a sweep still running at the budget is stopped as
+# Ctrl-C stops it (the cells measured so far are kept), and the same command resumes. The store and the profiles live
+# in /root/decode-ablation (a machine kept warm between calls still holds it, and the compiler caches in /root/cache);
+# a fresh machine starts from SEED_DIR (a copy carried back from an earlier call's $OUT) when given. Each call leaves
+# the store, its CSV export, the profiles and the machine's description in $OUT.
+#
+#   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> [SEED_DIR=.ablation] bash benchmarks/decode_ablation.sh h100
+#
+# Cold estimates are from the H100 of 2026-11-24 (Llama-2 b1 cold compile 203 s) and not measured per variant yet.
+set -uo pipefail
+gpu=${1:?usage: decode_ablation.sh GPU_TAG}
+. benchmarks/device_env.sh
+export MLCBENCH_ENVS_DIR=$PWD/envs PYTHONUNBUFFERED=1
+state=/root/decode-ablation
+mkdir -p "$state"
+if [ ! -f "$state/ablation.db" ] && [ -n "${SEED_DIR:-}" ]; then cp -r "$SEED_DIR"/. "$state/"; fi
+budget=${BUDGET_S:-570}
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
+  lscpu | grep "Model name"; nproc
+  python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
+} | tee -a "$state/machine.txt"
+variants=(--options '{"fused_projections": false}' --options '{}' --options '{"pdl": true}')
+# MODEL:BATCH:SWEEP_S:PROFILE_S, cheapest first (a sweep step is three cold compiles and their timed calls)
+for step in tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200 llama2-7b:64:560:200; do
+    IFS=: read -r model batch sweep_s profile_s <<<"$step"
+    profile=$state/profile-$model-b$batch.json
+    [ -f "$profile" ] && continue
+    left=$((budget - SECONDS))
+    if (( left < 60 )); then echo "stopped before $model b$batch: ${SECONDS}s spent" | tee -a "$state/times.txt"; break; fi
+    (( sweep_s > left )) && echo "$model b$batch: ~${sweep_s}s of cold compiles, ${left}s left: stopping at the budget, resume with the same command"
+    start=$SECONDS
+    timeout -s INT "$left" python3 -m mlcbench.orchestrator sweep --env local --gpu "$gpu" \
+        --suite benchmarks/suites/decode-ablation.toml --model "$model" --batch-size "$batch" \
+        --db "sqlite:///$state/ablation.db" --cache-dir /root/cache 2>&1 | grep -v "━" | tail -12
+    code=${PIPESTATUS[0]}
+    echo "$(date -u +%FT%TZ) sweep $model b$batch: exit $code, $((SECONDS - start)) s" | tee -a "$state/times.txt"
+    # 3: a cell failed (stored, tried again on resume): its variant's profile says more; 130: stopped at the budget
+    if (( code != 0 && code != 3 )); then break; fi
+    if (( SECONDS + profile_s > budget )); then echo "profile $model b$batch: ~${profile_s}s, not in this call"; break; fi
+    start=$SECONDS
+    timeout -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" --batch-size "$batch" \
+        "${variants[@]}" --cache-dir /root/cache/local --json "$profile.part" 2>&1 | tail -45 \
+        && mv "$profile.part" "$profile"
+    echo "$(date -u +%FT%TZ) profile $model b$batch: $((SECONDS - start)) s" | tee -a "$state/times.txt"
+done
+python3 -m mlcbench.orchestrator export --db "sqlite:///$state/ablation.db" --format csv --out "$state/ablation.csv"
+cp -r "$state"/. "$OUT/"
+echo "done at ${SECONDS}s"
