@@ -1,0 +1,102 @@
+"""Cold against warm compile of a compiled LLM workflow, each job in a fresh Python process (as a sweep's worker runs
+it), and whether torch's mega-cache (`torch.compiler.save_cache_artifacts` / `load_cache_artifacts`) adds anything to
+the caches the workflow already keeps (Inductor's and dynamo's precompile cache, workers/stacks/inductor_cache.py):
+
+    cold         an empty cache folder
+    warm         the folder the cold process left
+    warm+mega    the same, with the cold process's mega-cache artifacts loaded into it first
+    mega only    an empty folder, into which the artifacts are loaded first (the caches carried as one file)
+
+The artifacts are loaded right after the job's cache folder is set (where a workflow would load them), so they land
+in the folder the compile reads.
+
+    python benchmarks/warm_start.py --workflow torch_compile_decode,torch_compile_static [--model llama-2layer]
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHILD = """
+import json, sys, time
+from pathlib import Path
+import torch
+from mlcbench.schema import JobSpec
+from mlcbench.workers.runner import run_job
+from mlcbench.workers.stacks import inductor_cache
+
+job, cache_dir, load, save = JobSpec.model_validate_json(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+loaded = {}
+set_folder = inductor_cache.use_cache_folder
+
+def set_folder_and_load(root, device, shape=None):
+    folder = set_folder(root, device, shape)
+    if load and shape is not None:
+        start = time.perf_counter()
+        info = torch.compiler.load_cache_artifacts(Path(load).read_bytes())
+        loaded.update(load_s=time.perf_counter() - start, artifacts=sum(len(v) for v in info.artifacts.values()))
+    return folder
+
+inductor_cache.use_cache_folder = set_folder_and_load
+result = run_job(job, cache_dir)
+if save:
+    Path(save).write_bytes(torch.compiler.save_cache_artifacts()[0])
+metrics = result.metrics
+print(json.dumps({"status": result.status, "passed": result.correctness.passed if result.correctness else None,
+                  "compile_s": metrics.compile_s, "compile_cache": metrics.compile_cache,
+                  **{name: metrics.settings.get(name) for name in ("prepare_s", "first_call_s", "dynamo_trace_s",
+                                                                   "backend_s")},
+                  "median_call_ms": metrics.latency.median_ms if metrics.latency else None, **loaded}))
+"""
+
+
+def run(job_json: str, cache_dir: Path, load: str = "", save: str = "") -> dict:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, job_json, str(cache_dir), load, save], capture_output=True,
+                          text=True)
+    wall = time.perf_counter() - start
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise RuntimeError(f"child failed ({done.returncode}): {done.stderr[-2000:]}")
+    return {**json.loads(lines[-1]), "process_s": round(wall, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workflow", default="torch_compile_decode,torch_compile_static")
+    parser.add_argument("--model", default="llama-2layer")
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=2, help="warm processes per scenario")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    from mlcbench.schema import MODELS, JobSpec
+
+    rows = []
+    for workflow in args.workflow.split(","):
+        job = JobSpec(model=args.model, workflow=workflow, precision=MODELS[args.model].default_precision,
+                      batch_size=args.batch_size, output_len=8, device=args.device, warmup=1, repeats=3)
+        with tempfile.TemporaryDirectory() as folder:
+            root, mega = Path(folder), str(Path(folder) / "mega.bin")
+            scenarios = [("cold", root / "cache", "", mega)]
+            scenarios += [("warm", root / "cache", "", "")] * args.repeats
+            scenarios += [("warm+mega", root / "cache", mega, "")] * args.repeats
+            scenarios += [("mega only", root / f"empty{index}", mega, "") for index in range(args.repeats)]
+            for scenario, cache_dir, load, save in scenarios:
+                row = {"workflow": workflow, "scenario": scenario,
+                       **run(job.model_dump_json(), cache_dir, load, save)}
+                if save:
+                    row["mega_bytes"] = Path(mega).stat().st_size
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
