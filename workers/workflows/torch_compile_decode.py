@@ -2,8 +2,9 @@
 static KV cache in its buffers; forward, greedy token choice and position update are one graph with fullgraph,
 replayed as a CUDA graph (mode reduce-overhead) with no host sync inside the loop; prefill compiled on its own with
 dynamic shapes; coordinate-descent tuning on every generated kernel. Options turn techniques on or off, each recorded
-in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere). Inductor's caches and dynamo's precompile cache live in the env's
-cache folder, so the next process loads the compiled step instead of tracing the model again."""
+in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere).
+Inductor's caches and dynamo's precompile cache live in the env's cache folder, so the next process loads the compiled
+step instead of tracing the model again."""
 
 from contextlib import contextmanager
 
