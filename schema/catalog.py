@@ -257,6 +257,9 @@ class WorkflowInfo(StrictModel):
     own_worker: bool = False
     # it compiles through torch.compile (dynamo): no graph compiled means it ran eager code
     dynamo: bool = False
+    # the techniques its options switch on and off, in the order an ablation adds them: each names a WorkflowOptions
+    # field and the Applied field recording whether a run used it (the report's ablation climbs from none to all)
+    techniques: tuple[str, ...] = ()
 
     @property
     def kinds(self) -> frozenset[ModelKind]:
@@ -283,6 +286,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name="torch_compile_static", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="torch_compile_decode", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
+                 techniques=("fused_projections", "pdl"),
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
     WorkflowInfo(name="aot_inductor", why_not={"llm": "no decode loop runs an AOTInductor package yet"},

@@ -101,6 +101,16 @@ def test_every_env_toml_names_catalog_workflows_only(env):
     assert load_env(env).workflows  # load_env validates them (EnvSpec)
 
 
+@pytest.mark.parametrize("name", [name for name, info in WORKFLOWS.items() if info.techniques])
+def test_a_workflows_techniques_are_options_a_job_sets_and_fields_its_result_records(name):
+    from mlcbench.schema import Applied, WorkflowOptions
+
+    for technique in WORKFLOWS[name].techniques:
+        assert technique in WorkflowOptions.model_fields and technique in Applied.model_fields, technique
+        # unset, an option leaves the job id of specs written before it existed (WorkflowOptions.LATER)
+        assert technique in WorkflowOptions.LATER, technique
+
+
 def test_an_env_naming_a_workflow_the_catalog_lacks_is_refused_with_the_name():
     with pytest.raises(ValidationError, match="'torch_compiel' not in the catalog"):
         EnvSpec(name="mine", runtime="local", workflows=["eager", "torch_compiel"])
