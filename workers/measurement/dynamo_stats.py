@@ -2,7 +2,8 @@
 
 import logging
 from contextlib import contextmanager
-from typing import Iterator, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Mapping, Optional
 
 
 class _RecompileCounter(logging.Handler):
@@ -23,7 +24,7 @@ def compiled_graphs() -> int:
 
 
 def compile_cache_state(inductor: Mapping[str, int], aot_autograd: Mapping[str, int],
-                        dynamo_cache: Mapping[str, int]) -> Optional[str]:
+                        dynamo_cache: Mapping[str, int]) -> Optional[Literal["cold", "warm"]]:
     """"warm" when every graph came from an on-disk cache, "cold" when one was compiled from scratch, None when
     nothing was compiled. Judged by the FX graph cache (Inductor's own work: code generation, kernel compilation,
     tuning), by the AOTAutograd cache where the FX graph cache was not consulted, and by dynamo's precompile cache
@@ -48,8 +49,23 @@ def _phase_seconds() -> dict[str, float]:
     return {name: float(value) for name, value in zip(names, values) if name in COMPILE_PHASES}
 
 
+@dataclass
+class CompileStats:
+    """What dynamo compiled inside a dynamo_stats block (all zero until the block ends)."""
+
+    # graphs compiled, or loaded whole from the precompile cache (counted once per function)
+    graphs: int = 0
+    graph_breaks: int = 0
+    recompiles: int = 0
+    # CUDA graphs that Inductor was asked for and left out (mutated inputs, CPU tensors ...): a silent slow path
+    cudagraph_skips: int = 0
+    # seconds per COMPILE_PHASES name, for the phases dynamo timed inside the block
+    phases: dict[str, float] = field(default_factory=dict)
+    compile_cache: Optional[Literal["cold", "warm"]] = None
+
+
 @contextmanager
-def dynamo_stats() -> Iterator[dict[str, object]]:
+def dynamo_stats() -> Iterator[CompileStats]:
     """Counts of what compiles inside the block. Recompile logging slows eager Python by ~10 %, so keep timed calls
     out of this block and check compiled_graphs() around them instead."""
     import torch
@@ -57,7 +73,7 @@ def dynamo_stats() -> Iterator[dict[str, object]]:
 
     counters.clear()
     phases_before = _phase_seconds()
-    stats: dict[str, object] = {}
+    stats = CompileStats()
     handler = _RecompileCounter()
     logger = logging.getLogger("torch._dynamo")
     torch._logging.set_logs(recompiles=True)
@@ -67,13 +83,12 @@ def dynamo_stats() -> Iterator[dict[str, object]]:
     finally:
         logger.removeHandler(handler)
         torch._logging.set_logs()
-        stats["graph_breaks"] = sum(counters["graph_break"].values())
-        stats["recompiles"] = handler.count
-        # a precompile cache hit loads a compiled function's graphs without tracing them: counted once per function
-        stats["graphs"] = counters["stats"]["unique_graphs"] + counters["dynamo_cache"]["dynamo_cache_hit"]
-        stats["compile_cache"] = compile_cache_state(counters["inductor"], counters["aot_autograd"],
-                                                     counters["dynamo_cache"])
-        # CUDA graphs that Inductor was asked for and left out (mutated inputs, CPU tensors ...): a silent slow path
-        stats["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"]
-        stats["phases"] = {COMPILE_PHASES[name]: round(seconds - phases_before.get(name, 0.0), 3)
-                           for name, seconds in _phase_seconds().items()}
+        stats.graph_breaks = sum(counters["graph_break"].values())
+        stats.recompiles = handler.count
+        # a precompile cache hit loads a compiled function's graphs without tracing them
+        stats.graphs = counters["stats"]["unique_graphs"] + counters["dynamo_cache"]["dynamo_cache_hit"]
+        stats.compile_cache = compile_cache_state(counters["inductor"], counters["aot_autograd"],
+                                                  counters["dynamo_cache"])
+        stats.cudagraph_skips = counters["inductor"]["cudagraph_skips"]
+        stats.phases = {COMPILE_PHASES[name]: round(seconds - phases_before.get(name, 0.0), 3)
+                        for name, seconds in _phase_seconds().items()}

@@ -58,10 +58,10 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
                            f"expected {(job.batch_size, job.output_len)}")
     ttft_ms = token_times[0]
     tpot_ms = (token_times[-1] - token_times[0]) / max(len(token_times) - 1, 1)
-    ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats["phases"])
-    ctx.apply(compiled_graphs=compile_stats["graphs"])
-    if compile_stats["cudagraph_skips"]:
-        ctx.settings["cudagraph_skips"] = compile_stats["cudagraph_skips"]
+    ctx.settings.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
+    ctx.apply(compiled_graphs=compile_stats.graphs)
+    if compile_stats.cudagraph_skips:
+        ctx.settings["cudagraph_skips"] = compile_stats.cudagraph_skips
     step_ms = (latency.median_ms - prefill_ms) / (job.output_len - 1) if job.output_len > 1 else None
     correctness = None
     if reference is not None:
@@ -71,12 +71,12 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     metrics = Metrics(
         latency=for_this_process(latency, correctness=correctness, prefill_ms=prefill_ms, step_ms=step_ms),
         compile_s=prepare_s + first_call_s, load_s=load_s,
-        compile_cache=compile_stats["compile_cache"],
+        compile_cache=compile_stats.compile_cache,
         torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
         tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),
         ttft_ms=ttft_ms, tpot_ms=tpot_ms, output_tokens=int(first.tokens.shape[1]),
-        graph_breaks=compile_stats["graph_breaks"] if compiled else None,
-        recompiles=compile_stats["recompiles"] + late_compiles if compiled else None,
+        graph_breaks=compile_stats.graph_breaks if compiled else None,
+        recompiles=compile_stats.recompiles + late_compiles if compiled else None,
     )
     return metrics, correctness
 

@@ -43,7 +43,7 @@ def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[
     metrics = Metrics(
         latency=for_this_process(latency, correctness=correctness, device_samples_ms=device_samples,
                                  device_method=device_method),
-        compile_s=prepare_s + first_call_s, compile_cache=compile_stats["compile_cache"],
+        compile_s=prepare_s + first_call_s, compile_cache=compile_stats.compile_cache,
         load_s=load_s, torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml, flops=flops,
         tflops=flops / (latency.median_ms * 1e-3) / 1e12,
     )
