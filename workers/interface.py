@@ -1,10 +1,11 @@
-"""The one interface every workflow implements, and what its LLM runners return: the bottom layer of the worker, which
-models, stacks, decode loops, workflows and measurement all import (tests/test_architecture.py holds the order)."""
+"""The one interface every workflow implements, what it returns (Prepared, folded from its stack helpers' Fragments)
+and what its LLM runners return: the bottom layer of the worker, which models, stacks, decode loops, workflows and
+measurement all import (tests/test_architecture.py holds the order)."""
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Iterator, Mapping, Optional, Protocol, TypeVar
 
 from mlcbench.schema import Applied, JobSpec
 from mlcbench.schema.results import Setting
@@ -38,22 +39,54 @@ class Unsupported(Exception):
     """This workflow cannot run this job in this interpreter; the message is the reason shown to the user."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkflowContext:
+    """What a workflow is given: the job, where it runs, and its folder of the env's cache. What it did, it returns."""
+
     job: JobSpec
     device: "torch.device"
     dtype: "torch.dtype"
     cache_dir: Path
+
+
+def with_fields(applied: Applied, **fields: object) -> Applied:
+    """`applied` with `fields` set (a field Applied does not have is an error); the fields it left unset stay unset."""
+    return Applied.model_validate({**applied.model_dump(exclude_unset=True), **fields})
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """Part of what a workflow did, as a stack helper returns it beside its value: the Applied fields it set (only
+    those set count) and provenance notes. The workflow folds its helpers' fragments into its Prepared."""
+
+    applied: Applied = field(default_factory=Applied)
+    notes: Mapping[str, Setting] = field(default_factory=dict)
+
+
+Runs = TypeVar("Runs")
+
+
+@dataclass
+class Prepared(Generic[Runs]):
+    """What compile_module and prepare_llm return: what runs, and what the workflow decided to get there."""
+
+    # a callable computing module(*inputs) (synthetic models) or an LLMRunner (LLMs)
+    runner: Runs
     # what the workflow decided (backend, decode loop, KV cache, accumulation ...): typed, read by the reports
     applied: Applied = field(default_factory=Applied)
-    # free-form provenance stored beside it (library versions, paths, the stack's own options)
-    settings: dict[str, Setting] = field(default_factory=dict)
-    # blocks until a workflow's asynchronous outputs are ready, when they live outside torch's CUDA stream
+    # blocks until the runner's asynchronous outputs are ready, when they live outside torch's CUDA stream
     sync: Optional[Callable[[object], None]] = None
+    # free-form provenance stored beside `applied` (library versions, paths, the stack's own options), never read by
+    # the reports; a runner handed this dict may add to it during its calls (XLA's compile counts)
+    notes: dict[str, Setting] = field(default_factory=dict)
 
-    def apply(self, **fields: object) -> None:
-        """Record what the workflow applied; a field Applied does not have is an error."""
-        self.applied = Applied.model_validate({**self.applied.model_dump(exclude_unset=True), **fields})
+    def fold(self, *fragments: Fragment) -> "Prepared[Runs]":
+        """This Prepared with the fragments' Applied fields and notes added, in order (a later one replaces the same
+        field or note). The notes dict stays the same object: a runner that holds it keeps writing into it."""
+        for fragment in fragments:
+            self.applied = with_fields(self.applied, **fragment.applied.model_dump(exclude_unset=True))
+            self.notes.update(fragment.notes)
+        return self
 
 
 class Workflow:
@@ -65,19 +98,20 @@ class Workflow:
         return type(self).__module__.rpartition(".")[2]
 
     def compile_module(self, module: "torch.nn.Module", inputs: tuple["torch.Tensor", ...],
-                       ctx: WorkflowContext) -> Callable[..., object]:
-        """Synthetic models: a callable computing module(*inputs), prepared by this workflow. Its first call is timed
-        as compile."""
+                       ctx: WorkflowContext) -> Prepared[Callable[..., object]]:
+        """Synthetic models: a callable computing module(*inputs), prepared by this workflow, with what it applied.
+        Its first call is timed as compile."""
         raise TypeError(f"the catalog says {self.name} runs synthetic models; its module has no compile_module")
 
-    def prepare_llm(self, model: "torch.nn.Module", ctx: WorkflowContext) -> LLMRunner:
-        """LLMs: a runner of fixed-length greedy generation, prepared by this workflow."""
+    def prepare_llm(self, model: "torch.nn.Module", ctx: WorkflowContext) -> Prepared[LLMRunner]:
+        """LLMs: a runner of fixed-length greedy generation, prepared by this workflow, with what it applied."""
         raise TypeError(f"the catalog says {self.name} runs LLMs; its module has no prepare_llm")
 
     @contextmanager
-    def compiling(self, ctx: WorkflowContext) -> Iterator[None]:
-        """Wraps preparation and the first call, where a JIT workflow compiles (its caches, for one)."""
-        yield
+    def compiling(self, ctx: WorkflowContext) -> Iterator[tuple[str, ...]]:
+        """Wraps preparation and the first call, where a JIT workflow compiles; its value names the on-disk caches
+        those compiles use (Applied.compile_caches): none here."""
+        yield ()
 
 
 def require(module: str, why: str = "") -> object:

@@ -80,7 +80,7 @@ def _run(job: JobSpec, cache_dir: Path):
     status, reason = "ok", None
     if correctness is not None and not correctness.passed:
         reason = "correctness check failed against eager"
-    return status, reason, None, metrics.model_copy(update={"settings": dict(ctx.settings), "applied": ctx.applied}), correctness
+    return status, reason, None, metrics, correctness
 
 
 def _is_oom(exc: BaseException) -> bool:

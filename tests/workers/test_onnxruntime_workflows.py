@@ -14,7 +14,6 @@ from onnx import TensorProto, helper
 from mlcbench.schema import JobSpec
 from mlcbench.workers.runner import run_job
 from mlcbench.workers.stacks.onnx_export import runner
-from mlcbench.workers.interface import WorkflowContext
 
 
 @pytest.fixture
@@ -160,15 +159,13 @@ def _doubling_graph(path: Path) -> None:
 def test_bf16_buffers_are_bound_by_their_onnx_element_type(tmp_path, io_binding):
     _doubling_graph(tmp_path / "double.onnx")
     sess = onnxruntime.InferenceSession(str(tmp_path / "double.onnx"), providers=["CPUExecutionProvider"])
-    ctx = WorkflowContext(job=_job("onnxruntime", precision="bf16"), device=torch.device("cpu"), dtype=torch.bfloat16,
-                          cache_dir=tmp_path)
     x = torch.randn(4, 3, dtype=torch.bfloat16)
-    run = runner(sess, (x,), torch.empty(4, 3, dtype=torch.bfloat16), io_binding, ctx)
+    run, bound = runner(sess, (x,), torch.empty(4, 3, dtype=torch.bfloat16), io_binding)
     out = run(x)
     assert out.dtype == torch.bfloat16 and torch.equal(out, x * 2)  # doubling is exact in bf16
     y = torch.randn(4, 3, dtype=torch.bfloat16)
     assert torch.equal(run(y), (y if not io_binding else x) * 2)  # bound buffers are read in place
-    assert ctx.applied.io_binding is io_binding
+    assert bound.applied.io_binding is io_binding
 
 
 def test_llm_through_onnxruntime_with_its_kv_cache_matches_eager(fake_ort, tmp_path):

@@ -100,10 +100,10 @@ def test_gpu_jobs_get_the_pjrt_cuda_environment(fake_xla, tmp_path):
     model, inputs = synthetic.build(MODELS[job.model], job, torch.float32, torch.device("cpu"))
     # a CUDA job as the openxla env sees it; the stand-in XLA device is still the CPU
     ctx = WorkflowContext(job=job, device=torch.device("cuda"), dtype=torch.float32, cache_dir=tmp_path)
-    TorchCompileOpenXLA().compile_module(model, inputs, ctx)
+    prepared = TorchCompileOpenXLA().compile_module(model, inputs, ctx)
     expected = {"PJRT_DEVICE": "CUDA", "GPU_NUM_DEVICES": "1", "PJRT_ALLOCATOR_PREALLOCATE": "false"}
     assert calls["env_at_import"] == expected
-    assert {key: ctx.settings[key] for key in PJRT} == expected
+    assert {key: prepared.notes[key] for key in PJRT} == expected
 
 
 def test_gpu_jobs_without_the_cuda_plugin_are_unsupported_before_pjrt_starts(fake_xla, tmp_path):
@@ -141,8 +141,8 @@ def test_llms_generate_with_the_compiled_forward_and_count_graphs(fake_xla, tmp_
         assert applied.compiled_graphs <= 2
 
 
-def test_the_xla_runner_records_xla_compiles_at_the_first_call_and_in_all(tmp_path):
-    from mlcbench.workers.interface import Generation, WorkflowContext
+def test_the_xla_runner_records_xla_compiles_at_the_first_call_and_in_all():
+    from mlcbench.workers.interface import Generation
     from mlcbench.workers.workflows.torch_compile_openxla import XLAGenerateRunner
 
     class Generate:
@@ -150,8 +150,8 @@ def test_the_xla_runner_records_xla_compiles_at_the_first_call_and_in_all(tmp_pa
             return Generation(tokens=torch.zeros(input_ids.shape[0], max_new_tokens, dtype=torch.long))
 
     compiles = iter([5, 7, 7])
-    ctx = WorkflowContext(job=_job(), device=torch.device("cpu"), dtype=torch.float32, cache_dir=tmp_path)
-    runner = XLAGenerateRunner(Generate(), torch.device("cpu"), ctx, compiles=lambda: next(compiles))
+    notes = {}
+    runner = XLAGenerateRunner(Generate(), torch.device("cpu"), notes, compiles=lambda: next(compiles))
     for _ in range(3):
         assert runner.generate(torch.ones(2, 3, dtype=torch.long), 4).tokens.shape == (2, 4)
-    assert (ctx.settings["xla_compiles_first_call"], ctx.settings["xla_compiles"]) == (5, 7)
+    assert (notes["xla_compiles_first_call"], notes["xla_compiles"]) == (5, 7)

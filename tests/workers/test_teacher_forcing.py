@@ -240,7 +240,7 @@ def test_the_fp32_reference_leaves_the_model_as_it_was_and_still_fails_a_cache_b
     reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, 16, with_logits=True)
     ctx = WorkflowContext(job=job(precision="bf16", output_len=16), device=torch.device("cpu"),
                           dtype=torch.bfloat16, cache_dir=None)
-    gold = _fp32_logits(model, prompt, reference, ctx)
+    gold = _fp32_logits(model, prompt, reference, ctx, notes={})
     after = model.state_dict()
     assert all(after[name].dtype == tensor.dtype and torch.equal(after[name], tensor) for name, tensor in before.items())
     assert gold.dtype == torch.float32 and gold.shape == reference.step_logits.shape

@@ -46,11 +46,11 @@ def test_timed_calls_return_jax_arrays_and_sync_blocks_on_them(tmp_path):
     model, inputs = synthetic.build(MODELS[job.model], job, torch.float32, torch.device("cpu"))
     reference = model(*inputs)
     ctx = WorkflowContext(job=job, device=torch.device("cpu"), dtype=torch.float32, cache_dir=tmp_path)
-    run = Torchax().compile_module(model, inputs, ctx)
-    out = run(*inputs)
+    prepared = Torchax().compile_module(model, inputs, ctx)
+    out = prepared.runner(*inputs)
     assert isinstance(out, jax.Array)  # no host copy inside the timed call
-    assert ctx.sync is jax.block_until_ready
-    ctx.sync(out)
+    assert prepared.sync is jax.block_until_ready
+    prepared.sync(out)
     torch.testing.assert_close(torch.as_tensor(out), reference.detach(), rtol=1e-4, atol=1e-4)
 
 

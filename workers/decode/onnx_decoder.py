@@ -3,11 +3,13 @@ IO binding: the prompt runs with an empty cache (past length 0), each later step
 step before returned. One export serves every batch size, prompt length and step (batch, sequence and past length
 are dynamic axes)."""
 
+from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 
-from mlcbench.workers.interface import Generation, WorkflowContext
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Fragment, Generation, Prepared, WorkflowContext
 from mlcbench.workers.decode.greedy import greedy_decode
 from mlcbench.workers.stacks.onnx_export import bind_input, bind_output, export_onnx, session
 
@@ -35,8 +37,9 @@ def cache_shape(model: torch.nn.Module, batch: int, length: int) -> tuple[int, i
     return (batch, config.num_key_value_heads, length, head_dim)
 
 
-def export_decoder(model: torch.nn.Module, ctx: WorkflowContext):
-    """The graph's file and its input and output names (input_ids, past_0..; logits, present_0..)."""
+def export_decoder(model: torch.nn.Module, ctx: WorkflowContext) -> tuple[Path, list[str], list[str], Fragment]:
+    """The graph's file, its input and output names (input_ids, past_0..; logits, present_0..), and the export's
+    Fragment."""
     layers = model.config.num_hidden_layers
     # an example with 2 of everything: torch.export specializes sizes 0 and 1, and the cache starts empty
     input_ids = torch.full((2, 2), 3, dtype=torch.long, device=ctx.device)
@@ -45,9 +48,9 @@ def export_decoder(model: torch.nn.Module, ctx: WorkflowContext):
     dynamic_shapes = ({0: batch, 1: sequence}, tuple({0: batch, 2: past_length} for _ in past))
     input_names = ["input_ids"] + [f"past_{i}" for i in range(2 * layers)]
     output_names = ["logits"] + [f"present_{i}" for i in range(2 * layers)]
-    path = export_onnx(DecoderWithCache(model).eval(), (input_ids, past), ctx, input_names, output_names,
-                       "dynamic batch, sequence, past; KV cache in and out", dynamic_shapes)
-    return path, input_names, output_names
+    path, exported = export_onnx(DecoderWithCache(model).eval(), (input_ids, past), ctx, input_names, output_names,
+                                 "dynamic batch, sequence, past; KV cache in and out", dynamic_shapes)
+    return path, input_names, output_names, exported
 
 
 class OnnxKVCacheRunner:
@@ -97,10 +100,12 @@ class OnnxKVCacheRunner:
                              forced_tokens=forced_tokens)
 
 
-def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> OnnxKVCacheRunner:
-    path, input_names, output_names = export_decoder(model, ctx)
-    sess = session(path, providers, ctx)
+def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> Prepared[OnnxKVCacheRunner]:
+    path, input_names, output_names, exported = export_decoder(model, ctx)
+    sess, opened = session(path, providers)
     io_binding = ctx.job.options.io_binding
-    ctx.apply(io_binding=io_binding, kv_cache="dynamic", dynamic_shapes=True, decode_loop="greedy_onnx_kv_cache")
-    return OnnxKVCacheRunner(sess, model, input_names, output_names, ctx.dtype, model.config.eos_token_id,
-                             ctx.device if io_binding else torch.device("cpu"))
+    runner = OnnxKVCacheRunner(sess, model, input_names, output_names, ctx.dtype, model.config.eos_token_id,
+                               ctx.device if io_binding else torch.device("cpu"))
+    decided = Applied(io_binding=io_binding, kv_cache="dynamic", dynamic_shapes=True,
+                      decode_loop="greedy_onnx_kv_cache")
+    return Prepared(runner, decided).fold(exported, opened)

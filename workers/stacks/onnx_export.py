@@ -10,7 +10,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from mlcbench.workers.interface import Unsupported, WorkflowContext, require
+from mlcbench.schema import Applied
+from mlcbench.schema.results import Setting
+from mlcbench.workers.interface import Fragment, Unsupported, WorkflowContext, require
 
 # ONNX element types by name (onnx.TensorProto): IO binding takes them as integers, which is how bf16 buffers are
 # bound (numpy, ORT's other way to name a type, has no bf16)
@@ -28,21 +30,20 @@ def element_type(dtype: torch.dtype) -> int:
 
 
 def export_onnx(module: torch.nn.Module, args: tuple, ctx: WorkflowContext, input_names: Sequence[str],
-                output_names: Sequence[str], shapes: str, dynamic_shapes: Optional[tuple] = None) -> Path:
-    """torch.onnx's dynamo exporter, weights in a side file. An export is kept in the env cache and reused by every
-    job of the same model, precision, seed, shapes and torch version (several batch sizes, IO binding on and off,
-    repeated processes): only the first of them pays for it."""
+                output_names: Sequence[str], shapes: str, dynamic_shapes: Optional[tuple] = None) -> tuple[Path, Fragment]:
+    """torch.onnx's dynamo exporter, weights in a side file, and the Fragment that records the export. An export is
+    kept in the env cache and reused by every job of the same model, precision, seed, shapes and torch version
+    (several batch sizes, IO binding on and off, repeated processes): only the first of them pays for it."""
     require("onnxscript", "torch.onnx's dynamo exporter needs it")
     job = ctx.job
     parts = [job.model, job.precision, f"seed{job.seed}", job.device, shapes, f"torch{torch.__version__}"]
     key = re.sub(r"[^A-Za-z0-9.+_-]+", "_", "-".join(parts + ([job.model_path] if job.model_path else [])))
     folder = ctx.cache_dir.parent / "onnx" / key
     path = folder / "model.onnx"
-    ctx.apply(export="onnx", dynamic_shapes=dynamic_shapes is not None)
-    ctx.settings["onnx_export"] = f"dynamo ({shapes})"
-    ctx.settings["onnx_export_cached"] = path.is_file()
+    applied = Applied(export="onnx", dynamic_shapes=dynamic_shapes is not None)
+    notes: dict[str, Setting] = {"onnx_export": f"dynamo ({shapes})", "onnx_export_cached": path.is_file()}
     if path.is_file():
-        return path
+        return path, Fragment(applied, notes)
     begin = time.perf_counter()
     partial = folder.with_name(f"{key}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
@@ -53,12 +54,12 @@ def export_onnx(module: torch.nn.Module, args: tuple, ctx: WorkflowContext, inpu
         partial.rename(folder)  # whole or not at all: a process killed mid-export leaves only a .partial folder
     except OSError:  # another process finished the same export first
         shutil.rmtree(partial, ignore_errors=True)
-    ctx.settings["onnx_export_s"] = round(time.perf_counter() - begin, 3)
-    return path
+    notes["onnx_export_s"] = round(time.perf_counter() - begin, 3)
+    return path, Fragment(applied, notes)
 
 
 def export_synthetic(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], ctx: WorkflowContext,
-                     dynamic_batch_and_sequence: bool = False) -> Path:
+                     dynamic_batch_and_sequence: bool = False) -> tuple[Path, Fragment]:
     """A synthetic model's graph: inputs input_0.., output "output"; static shapes, or dynamic batch and sequence."""
     dynamic_shapes, shapes = None, "static " + ",".join("x".join(map(str, t.shape)) for t in inputs)
     if dynamic_batch_and_sequence:
@@ -106,9 +107,9 @@ def _load_error(ort, provider: str) -> str:
     return ""
 
 
-def session(path: Path, providers: list, ctx: WorkflowContext):
-    """An InferenceSession whose first provider really was created: ORT lists a GPU provider whose libraries are
-    missing, then silently runs the graph on the next one in the list."""
+def session(path: Path, providers: list):
+    """An InferenceSession whose first provider really was created (ORT lists a GPU provider whose libraries are
+    missing, then silently runs the graph on the next one in the list), and the Fragment that records it."""
     wanted = providers[0] if isinstance(providers[0], str) else providers[0][0]
     ort = require_provider(wanted)
     sess = ort.InferenceSession(str(path), providers=providers)
@@ -116,9 +117,8 @@ def session(path: Path, providers: list, ctx: WorkflowContext):
     if wanted not in created:
         raise Unsupported(f"onnxruntime {ort.__version__} lists {wanted} but could not create it (the session got "
                           f"{', '.join(created)})")
-    ctx.apply(backend="onnxruntime", execution_providers=tuple(created))
-    ctx.settings["onnxruntime"] = ort.__version__
-    return sess
+    return sess, Fragment(Applied(backend="onnxruntime", execution_providers=tuple(created)),
+                          {"onnxruntime": ort.__version__})
 
 
 def bind_input(binding, name: str, tensor: torch.Tensor) -> None:
@@ -132,9 +132,9 @@ def bind_output(binding, name: str, tensor: torch.Tensor) -> None:
                         tuple(tensor.shape), tensor.data_ptr())
 
 
-def runner(sess, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor, io_binding: bool,
-           ctx: WorkflowContext) -> Callable[..., torch.Tensor]:
-    """A callable running the session on the given inputs.
+def runner(sess, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor,
+           io_binding: bool) -> tuple[Callable[..., torch.Tensor], Fragment]:
+    """A callable running the session on the given inputs, and the Fragment that records how it binds them.
 
     With IO binding, ORT reads the inputs and writes the output in torch's own buffers, on the device. Without it,
     inputs and output live in host memory: every call copies the inputs to the host and the output back (and a GPU
@@ -144,7 +144,7 @@ def runner(sess, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor, io_b
     names = [i.name for i in sess.get_inputs()]
     output_name = sess.get_outputs()[0].name
     binding = sess.io_binding()
-    ctx.apply(io_binding=io_binding)
+    bound = Fragment(Applied(io_binding=io_binding))
     if io_binding:
         inputs = tuple(tensor.contiguous() for tensor in inputs)
         output = torch.empty_like(reference)
@@ -156,7 +156,7 @@ def runner(sess, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor, io_b
             sess.run_with_iobinding(binding)
             return output
 
-        return run_bound
+        return run_bound, bound
 
     host_output = torch.empty_like(reference, device="cpu")
 
@@ -168,4 +168,4 @@ def runner(sess, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor, io_b
         sess.run_with_iobinding(binding)
         return host_output.to(reference.device)
 
-    return run_copied
+    return run_copied, bound

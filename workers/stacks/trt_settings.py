@@ -4,7 +4,8 @@ import re
 
 import torch
 
-from mlcbench.workers.interface import WorkflowContext
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Fragment, WorkflowContext
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -14,8 +15,9 @@ def version_tuple(version: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> dict:
-    """The keyword settings for torch_tensorrt.dynamo.compile / torch.compile(options=...), recorded with the result.
+def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> tuple[dict, Fragment]:
+    """The keyword settings for torch_tensorrt.dynamo.compile / torch.compile(options=...), and the Fragment that
+    records them with the result.
 
     Up to 2.9 TensorRT types layers weakly: enabled_precisions says which kernels it may pick. From 2.10
     use_explicit_typing is the default (layers keep the model's dtypes) and passing enabled_precisions raises.
@@ -31,7 +33,7 @@ def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> dict:
             settings.update(use_explicit_typing=True, enabled_precisions={torch.float32})
         else:
             settings["enabled_precisions"] = {ctx.dtype}
-    ctx.settings.update(
+    notes = dict(
         torch_tensorrt=torch_tensorrt.__version__,
         min_block_size=settings["min_block_size"],
         use_python_runtime=False,
@@ -41,5 +43,5 @@ def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> dict:
         or "not passed (explicit typing)",
     )
     # TensorRT may accumulate fp16 matmuls in fp16 unless told otherwise: that alone can double a GeForce peak
-    ctx.apply(accumulation="fp16" if ctx.dtype == torch.float16 and not fp32_acc else "fp32")
-    return settings
+    accumulation = "fp16" if ctx.dtype == torch.float16 and not fp32_acc else "fp32"
+    return settings, Fragment(Applied(accumulation=accumulation), notes)

@@ -3,7 +3,7 @@ LLMs: the decoder exported with its KV cache as inputs and outputs, greedy decod
 
 from mlcbench.workers.decode import onnx_decoder
 from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
-from mlcbench.workers.interface import Workflow
+from mlcbench.workers.interface import Prepared, Workflow
 
 
 def _providers(ctx) -> list:
@@ -17,8 +17,10 @@ def _providers(ctx) -> list:
 class OnnxRuntime(Workflow):
     def compile_module(self, module, inputs, ctx):
         providers = _providers(ctx)
-        sess = session(export_synthetic(module, inputs, ctx), providers, ctx)
-        return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
+        path, exported = export_synthetic(module, inputs, ctx)
+        sess, opened = session(path, providers)
+        run, bound = runner(sess, inputs, module(*inputs), ctx.job.options.io_binding)
+        return Prepared(run).fold(exported, opened, bound)
 
     def prepare_llm(self, model, ctx):
         return onnx_decoder.prepare(model, _providers(ctx), ctx)

@@ -3,16 +3,18 @@ LLMs: the decoder exported with its KV cache as inputs and outputs, greedy decod
 
 from mlcbench.workers.decode import onnx_decoder
 from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
-from mlcbench.workers.interface import Workflow
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Workflow
 
 
 class OnnxRuntimeCUDA(Workflow):
     def compile_module(self, module, inputs, ctx):
         require_provider("CUDAExecutionProvider")
-        path = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
-        sess = session(path, [cuda_provider(ctx), "CPUExecutionProvider"], ctx)
-        ctx.apply(accumulation="fp32")  # the CUDA EP runs fp16 GEMMs with fp32 compute (cuBLAS 32F)
-        return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
+        path, exported = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
+        sess, opened = session(path, [cuda_provider(ctx), "CPUExecutionProvider"])
+        run, bound = runner(sess, inputs, module(*inputs), ctx.job.options.io_binding)
+        # the CUDA EP runs fp16 GEMMs with fp32 compute (cuBLAS 32F)
+        return Prepared(run, Applied(accumulation="fp32")).fold(exported, opened, bound)
 
     def prepare_llm(self, model, ctx):
         require_provider("CUDAExecutionProvider")

@@ -5,7 +5,8 @@ cached in the env cache so a later job with the same model and shapes loads them
 
 import torch
 
-from mlcbench.workers.interface import Unsupported, Workflow
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Unsupported, Workflow
 from mlcbench.workers.stacks.onnx_export import export_synthetic, require_provider, runner, session
 
 WORKSPACE_BYTES = 8 << 30
@@ -28,7 +29,7 @@ class OnnxRuntimeTensorRT(Workflow):
             raise Unsupported("onnxruntime_trt: bf16 needs the TensorRT EP's bf16 mode and bf16 IO binding, which "
                               "this adapter does not set up")
         require_provider("TensorrtExecutionProvider")
-        path = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
+        path, exported = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
         fp16 = ctx.dtype == torch.float16
         engines = ctx.cache_dir / "trt_engines"
         engines.mkdir(parents=True, exist_ok=True)
@@ -44,8 +45,9 @@ class OnnxRuntimeTensorRT(Workflow):
         }
         providers = [("TensorrtExecutionProvider", trt_options),
                      ("CUDAExecutionProvider", {"device_id": ctx.device.index or 0}), "CPUExecutionProvider"]
-        sess = session(path, providers, ctx)
-        ctx.settings.update({key: value for key, value in trt_options.items() if key != "device_id"})
+        sess, opened = session(path, providers)
+        run, bound = runner(sess, inputs, module(*inputs), ctx.job.options.io_binding)
         # with fp16 enabled TensorRT may pick fp16-accumulating kernels: that alone can double a GeForce peak
-        ctx.apply(accumulation="fp16" if fp16 else "fp32")
-        return runner(sess, inputs, module(*inputs), ctx.job.options.io_binding, ctx)
+        prepared = Prepared(run, Applied(accumulation="fp16" if fp16 else "fp32"),
+                            notes={key: value for key, value in trt_options.items() if key != "device_id"})
+        return prepared.fold(exported, opened, bound)

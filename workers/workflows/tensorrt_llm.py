@@ -9,7 +9,8 @@ import time
 
 import torch
 
-from mlcbench.workers.interface import Generation, Workflow, require
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Generation, Prepared, Workflow, require
 from mlcbench.workers.stacks.trt_settings import version_tuple
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
@@ -61,23 +62,24 @@ class TensorRTLLM(Workflow):
 
             options["build_config"] = BuildConfig(max_batch_size=job.batch_size, max_input_len=job.input_len,
                                                   max_seq_len=job.input_len + job.output_len)
-            ctx.apply(backend="tensorrt engines")
-            ctx.settings.update(max_batch_size=job.batch_size,
-                                max_input_len=job.input_len, max_seq_len=job.input_len + job.output_len)
+            backend = "tensorrt engines"
+            notes = {"max_batch_size": job.batch_size, "max_input_len": job.input_len,
+                     "max_seq_len": job.input_len + job.output_len}
         else:
             from tensorrt_llm.llmapi import CudaGraphConfig
 
             batch_sizes = sorted(set(CUDA_GRAPH_BATCH_SIZES) | {job.batch_size})
             options["cuda_graph_config"] = CudaGraphConfig(batch_sizes=batch_sizes)
-            ctx.apply(backend="tensorrt_llm pytorch")
-            ctx.settings["cuda_graph_batch_sizes"] = ",".join(map(str, batch_sizes))
+            backend = "tensorrt_llm pytorch"
+            notes = {"cuda_graph_batch_sizes": ",".join(map(str, batch_sizes))}
         begin = time.perf_counter()
         llm = LLM(**options)
-        ctx.settings.update(tensorrt_llm=tensorrt_llm.__version__, build_s=round(time.perf_counter() - begin, 3),
-                            kv_cache_free_gpu_memory_fraction=KV_CACHE_FRACTION, model_folder=folder,
-                            sampling="greedy, ignore_eos", token_times="not observable (no streaming)")
-        ctx.apply(decode_loop="tensorrt_llm", kv_cache="paged", dynamic_shapes=True)
-        return TensorRTLLMRunner(llm, SamplingParams, eos_token_id)
+        notes.update(tensorrt_llm=tensorrt_llm.__version__, build_s=round(time.perf_counter() - begin, 3),
+                     kv_cache_free_gpu_memory_fraction=KV_CACHE_FRACTION, model_folder=folder,
+                     sampling="greedy, ignore_eos", token_times="not observable (no streaming)")
+        return Prepared(TensorRTLLMRunner(llm, SamplingParams, eos_token_id),
+                        Applied(backend=backend, decode_loop="tensorrt_llm", kv_cache="paged", dynamic_shapes=True),
+                        notes=notes)
 
     @staticmethod
     def _saved(model, ctx):

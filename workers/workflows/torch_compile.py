@@ -9,19 +9,20 @@ the forward itself.
 
 import torch
 
-from mlcbench.workers.interface import Workflow
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Workflow
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class TorchCompile(Workflow):
     def compile_module(self, module, inputs, ctx):
         mode = ctx.job.options.compile_mode or "default"
-        ctx.apply(backend="inductor", compile_mode=mode, dynamic_shapes=False)
-        return torch.compile(module, mode=mode, dynamic=False)
+        return Prepared(torch.compile(module, mode=mode, dynamic=False),
+                        Applied(backend="inductor", compile_mode=mode, dynamic_shapes=False))
 
     def prepare_llm(self, model, ctx):
         mode = ctx.job.options.compile_mode or "default"
-        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,
-                  decode_loop="hf_generate")
-        ctx.settings["compiled"] = "torch.compile(model), then model.generate()"
-        return HFGenerateRunner(torch.compile(model, mode=mode))
+        return Prepared(HFGenerateRunner(torch.compile(model, mode=mode)),
+                        Applied(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,
+                                decode_loop="hf_generate"),
+                        notes={"compiled": "torch.compile(model), then model.generate()"})

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner, pdl_unavailable
 from mlcbench.workers.decode.static_llama import StaticLlama, Unfit
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
-from mlcbench.workers.interface import Unsupported, Workflow
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Unsupported, Workflow
 
 
 def eos_token_ids(model) -> list[int]:
@@ -25,8 +26,7 @@ class TorchCompileDecode(Workflow):
     @contextmanager
     def compiling(self, ctx):
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
-            ctx.apply(compile_caches=caches)
-            yield
+            yield caches
 
     def prepare_llm(self, model, ctx):
         options = ctx.job.options
@@ -41,7 +41,7 @@ class TorchCompileDecode(Workflow):
             raise Unsupported(f"{self.name}: {unfit}") from None
         # CUDA graphs need a GPU; on a CPU the same graphs run without them
         mode = options.compile_mode or ("reduce-overhead" if ctx.device.type == "cuda" else "default")
-        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
-                  decode_loop="compiled_step", fused_projections=fused, pdl=pdl)
-        ctx.settings.update(TUNING)
-        return CompiledStepRunner(static, eos_token_ids(model), mode, pdl)
+        return Prepared(CompiledStepRunner(static, eos_token_ids(model), mode, pdl),
+                        Applied(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
+                                decode_loop="compiled_step", fused_projections=fused, pdl=pdl),
+                        notes=dict(TUNING))

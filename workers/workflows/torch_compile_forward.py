@@ -4,15 +4,16 @@ is usually meant to do, and does not do, for generate()."""
 
 import torch
 
-from mlcbench.workers.interface import Workflow
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Workflow
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
 class TorchCompileForward(Workflow):
     def prepare_llm(self, model, ctx):
         mode = ctx.job.options.compile_mode or "default"
-        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,
-                  decode_loop="hf_generate")
-        ctx.settings["compiled"] = "model.forward"
         model.forward = torch.compile(model.forward, mode=mode)
-        return HFGenerateRunner(model, disable_compile=True)
+        return Prepared(HFGenerateRunner(model, disable_compile=True),
+                        Applied(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,
+                                decode_loop="hf_generate"),
+                        notes={"compiled": "model.forward"})

@@ -1,7 +1,8 @@
 """torch.compile(backend="openxla") on a torch_xla device (the openxla env: torch 2.5 + torch_xla 2.5).
 
 Synthetic models: module and inputs are moved to the XLA device once (the timed calls measure the computation, not
-transfers); the output stays an XLA tensor, and ctx.sync flushes the pending graph and waits for the device.
+transfers); the output stays an XLA tensor, and the Prepared's sync flushes the pending graph and waits for the
+device.
 
 LLMs: the paper's recipe taken literally: model and prompt on the XLA device, the forward compiled with
 backend="openxla", Hugging Face generate() with the default dynamic cache. The cache grows every step, so dynamo
@@ -16,11 +17,14 @@ without it the job is unsupported, not silently run by XLA on the CPU.
 
 import importlib.util
 import os
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
 
-from mlcbench.workers.interface import Generation, Unsupported, Workflow, WorkflowContext, require
+from mlcbench.schema import Applied
+from mlcbench.schema.results import Setting
+from mlcbench.workers.interface import Fragment, Generation, Prepared, Unsupported, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 CUDA_PLUGIN = "torch_xla_cuda_plugin"
@@ -33,14 +37,22 @@ def _pjrt_environment(device_type: str) -> dict:
     return {"PJRT_DEVICE": "CPU"}
 
 
-def xla_device(ctx: WorkflowContext) -> torch.device:
-    """The XLA device for this job (PJRT set up for the job's device first), with ctx.sync set to wait for it."""
+@dataclass(frozen=True)
+class XLADevice:
+    device: torch.device
+    sync: Callable[[object], None]  # flushes the pending graph and waits for the device
+    fragment: Fragment  # the backend, PJRT's environment and torch_xla's version
+
+
+def xla_device(ctx: WorkflowContext) -> XLADevice:
+    """The XLA device for this job (PJRT set up for the job's device first), and how to wait for it."""
     if ctx.device.type == "cuda" and importlib.util.find_spec(CUDA_PLUGIN) is None:
         raise Unsupported(f"torch_xla on a GPU needs its CUDA PJRT plugin ({CUDA_PLUGIN}), which is not installed "
                           f"here: it is published only on Google's storage, not PyPI (a CPU build of torch_xla runs "
                           f"PJRT on the CPU only)")
-    for key, value in _pjrt_environment(ctx.device.type).items():  # read by torch_xla when it loads
-        ctx.settings[key] = os.environ.setdefault(key, value)
+    # read by torch_xla when it loads
+    notes: dict[str, Setting] = {key: os.environ.setdefault(key, value)
+                                 for key, value in _pjrt_environment(ctx.device.type).items()}
     torch_xla = require("torch_xla", "the openxla env's PyTorch/XLA")
     xm = require("torch_xla.core.xla_model")
     # torch_xla.device() / torch_xla.sync() are the current names; older releases only have the xm ones
@@ -51,10 +63,8 @@ def xla_device(ctx: WorkflowContext) -> torch.device:
         flush()
         xm.wait_device_ops()
 
-    ctx.sync = sync
-    ctx.apply(backend="openxla")
-    ctx.settings.update(xla_device=str(device), torch_xla=getattr(torch_xla, "__version__", "unknown"))
-    return device
+    notes.update(xla_device=str(device), torch_xla=getattr(torch_xla, "__version__", "unknown"))
+    return XLADevice(device, sync, Fragment(Applied(backend="openxla"), notes))
 
 
 def xla_compiles() -> int:
@@ -65,13 +75,14 @@ def xla_compiles() -> int:
 
 
 class XLAGenerateRunner:
-    """An LLMRunner around generate() on the XLA device: the prompt goes there, tokens and logits come back."""
+    """An LLMRunner around generate() on the XLA device: the prompt goes there, tokens and logits come back. XLA's
+    compilations so far are written into `notes` at each call (the workflow's Prepared.notes)."""
 
-    def __init__(self, generate: HFGenerateRunner, device: torch.device, ctx: WorkflowContext,
+    def __init__(self, generate: HFGenerateRunner, device: torch.device, notes: dict[str, Setting],
                  compiles: Callable[[], int] = xla_compiles):
         self._generate = generate
         self._device = device
-        self._settings = ctx.settings
+        self._notes = notes
         self._compiles = compiles
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, with_logits: bool = False,
@@ -82,8 +93,8 @@ class XLAGenerateRunner:
         out = self._generate.generate(input_ids.to(self._device), max_new_tokens, with_logits, on_token,
                                       forced_tokens)
         compiles = self._compiles()
-        self._settings.setdefault("xla_compiles_first_call", compiles)
-        self._settings["xla_compiles"] = compiles
+        self._notes.setdefault("xla_compiles_first_call", compiles)
+        self._notes["xla_compiles"] = compiles
         logits = None if out.step_logits is None else out.step_logits.to(input_ids.device)
         return Generation(tokens=out.tokens.to(input_ids.device), step_logits=logits)
 
@@ -93,20 +104,21 @@ class TorchCompileOpenXLA(Workflow):
     cache = "dynamic"
 
     def compile_module(self, module, inputs, ctx):
-        device = xla_device(ctx)
-        module.to(device)
-        on_device = tuple(tensor.to(device) for tensor in inputs)
+        xla = xla_device(ctx)
+        module.to(xla.device)
+        on_device = tuple(tensor.to(xla.device) for tensor in inputs)
         compiled = torch.compile(module, backend="openxla", dynamic=False)
-        ctx.apply(dynamic_shapes=False)
-        return lambda *_: compiled(*on_device)
+        return Prepared(lambda *_: compiled(*on_device), Applied(dynamic_shapes=False), xla.sync).fold(xla.fragment)
 
     def prepare_llm(self, model, ctx):
-        device = xla_device(ctx)
-        model.to(device)
+        xla = xla_device(ctx)
+        model.to(xla.device)
         model.forward = torch.compile(model.forward, backend="openxla")
-        ctx.apply(kv_cache=self.cache, dynamic_shapes=self.cache == "dynamic", decode_loop="hf_generate")
-        ctx.settings["compiled"] = "model.forward"
         # disable_compile: generate() must not compile the forward a second time (with inductor) on a GPU
         static = {"cache_implementation": "static"} if self.cache == "static" else {}
-        return XLAGenerateRunner(HFGenerateRunner(model, disable_compile=True, **static), device, ctx)
+        notes: dict[str, Setting] = {}
+        runner = XLAGenerateRunner(HFGenerateRunner(model, disable_compile=True, **static), xla.device, notes)
+        decided = Fragment(Applied(kv_cache=self.cache, dynamic_shapes=self.cache == "dynamic",
+                                   decode_loop="hf_generate"), {"compiled": "model.forward"})
+        return Prepared(runner, sync=xla.sync, notes=notes).fold(xla.fragment, decided)
 

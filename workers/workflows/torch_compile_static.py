@@ -17,7 +17,8 @@ from transformers import CompileConfig
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 from mlcbench.workers.stacks.inductor_cache import (compile_for_warm_start, forget_installed_globals, job_shape,
                                                      warm_start_caches)
-from mlcbench.workers.interface import Workflow
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Workflow
 
 
 def _forward(model, **inputs):
@@ -38,8 +39,7 @@ class TorchCompileStatic(Workflow):
     @contextmanager
     def compiling(self, ctx):
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
-            ctx.apply(compile_caches=caches)
-            yield
+            yield caches
 
     def prepare_llm(self, model, ctx):
         mode = ctx.job.options.compile_mode or "reduce-overhead"
@@ -48,9 +48,9 @@ class TorchCompileStatic(Workflow):
             # generate() auto-compiles only on accelerators; this private switch lets the same recipe run on a CPU
             config._compile_all_devices = True
         install_compiled_call(model, config)
-        ctx.apply(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
-                  decode_loop="hf_generate")
-        return HFGenerateRunner(model, cache_implementation="static", compile_config=config)
+        return Prepared(HFGenerateRunner(model, cache_implementation="static", compile_config=config),
+                        Applied(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
+                                decode_loop="hf_generate"))
 
 
 # this module's own names: any other global is one dynamo installed for a compiled function

@@ -7,13 +7,14 @@ generate() timing would not be a TensorRT timing. The torch_tensorrt workflow ru
 
 import torch
 
-from mlcbench.workers.interface import Workflow, require
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Workflow, require
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 
 class TorchCompileTensorRT(Workflow):
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt", "import registers the 'tensorrt' torch.compile backend")
-        options = compilation_settings(torch_tensorrt, ctx)
-        ctx.apply(backend="tensorrt", dynamic_shapes=False)
-        return torch.compile(module, backend="tensorrt", dynamic=False, options=options)
+        options, configured = compilation_settings(torch_tensorrt, ctx)
+        return Prepared(torch.compile(module, backend="tensorrt", dynamic=False, options=options),
+                        Applied(backend="tensorrt", dynamic_shapes=False)).fold(configured)

@@ -7,7 +7,8 @@ loop will see (a dynamic sequence dimension, batch fixed to the job's)."""
 
 import torch
 
-from mlcbench.workers.interface import Workflow, require
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Workflow, require
 from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 
@@ -15,19 +16,19 @@ from mlcbench.workers.stacks.trt_settings import compilation_settings
 class TorchTensorRT(Workflow):
     def compile_module(self, module, inputs, ctx):
         torch_tensorrt = require("torch_tensorrt")
-        options = compilation_settings(torch_tensorrt, ctx)
+        options, configured = compilation_settings(torch_tensorrt, ctx)
         exported = torch.export.export(module, inputs)
         compiled = torch_tensorrt.dynamo.compile(exported, inputs=list(inputs), **options)
         path = ctx.cache_dir / "torch_tensorrt" / f"{ctx.job.job_id}.ep"
         path.parent.mkdir(parents=True, exist_ok=True)
         torch_tensorrt.save(compiled, str(path), inputs=list(inputs))
-        ctx.apply(backend="tensorrt", export="torch.export", dynamic_shapes=False)
-        ctx.settings["saved_program"] = str(path)
-        return torch.export.load(str(path)).module()
+        return Prepared(torch.export.load(str(path)).module(),
+                        Applied(backend="tensorrt", export="torch.export", dynamic_shapes=False),
+                        notes={"saved_program": str(path)}).fold(configured)
 
     def prepare_llm(self, model, ctx):
         torch_tensorrt = require("torch_tensorrt")
-        options = compilation_settings(torch_tensorrt, ctx)
+        options, configured = compilation_settings(torch_tensorrt, ctx)
         job = ctx.job
         shortest, longest = job.input_len, job.input_len + job.output_len - 1  # the last step sees longest tokens
         # an example of size 1 would be specialised by export: take one inside the range when there is a range
@@ -41,7 +42,7 @@ class TorchTensorRT(Workflow):
                                     opt_shape=(job.batch_size, (shortest + longest) // 2),
                                     max_shape=(job.batch_size, longest), dtype=torch.int64)
         forward = torch_tensorrt.dynamo.compile(exported, inputs=[spec], **options)
-        ctx.apply(backend="tensorrt", export="torch.export", dynamic_shapes=longest > shortest,
-                  decode_loop="greedy_no_kv_cache", kv_cache="none")
-        ctx.settings["sequence_range"] = f"{shortest}..{longest}"
-        return GreedyRunner(forward, eos_token_id=model.config.eos_token_id)
+        return Prepared(GreedyRunner(forward, eos_token_id=model.config.eos_token_id),
+                        Applied(backend="tensorrt", export="torch.export", dynamic_shapes=longest > shortest,
+                                decode_loop="greedy_no_kv_cache", kv_cache="none"),
+                        notes={"sequence_range": f"{shortest}..{longest}"}).fold(configured)

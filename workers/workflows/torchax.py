@@ -1,6 +1,6 @@
 """PyTorch modules on JAX/XLA through torchax: the module's weights and inputs moved to the "jax" device, its
-forward traced and jitted by JAX (torchax.compile). Outputs wrap jax.Arrays, computed asynchronously: ctx.sync
-blocks on them before a timer stops.
+forward traced and jitted by JAX (torchax.compile). Outputs wrap jax.Arrays, computed asynchronously: the Prepared's
+sync blocks on them before a timer stops.
 
 LLMs: our greedy loop without a KV cache, run on torchax tensors end to end; the forward returns only the last
 position's logits and is jitted once per sequence length (all lengths compile during the first generate call)."""
@@ -11,7 +11,9 @@ from typing import Callable, Iterator, Optional
 
 import torch
 
-from mlcbench.workers.interface import Generation, Unsupported, Workflow, WorkflowContext, require
+from mlcbench.schema import Applied
+from mlcbench.schema.results import Setting
+from mlcbench.workers.interface import Generation, Prepared, Unsupported, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.greedy import GreedyRunner
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
@@ -45,8 +47,9 @@ def _named_tensor_overloads_tolerated(seen: list) -> Iterator[None]:
 
 
 def _load(ctx: WorkflowContext):
+    """torchax, its environment and jax, and the notes that record them."""
     # JAX takes 75 % of GPU memory at start-up unless told not to: peak-memory figures would mean nothing
-    ctx.settings[PREALLOCATE] = os.environ.setdefault(PREALLOCATE, "false")
+    notes: dict[str, Setting] = {PREALLOCATE: os.environ.setdefault(PREALLOCATE, "false")}
     with _named_tensor_overloads_tolerated(_tolerated_overloads):
         torchax = require("torchax", "PyTorch on JAX")
         env = torchax.default_env()
@@ -55,11 +58,11 @@ def _load(ctx: WorkflowContext):
     backend = jax.default_backend()
     if ctx.device.type == "cuda" and backend != "gpu":
         raise Unsupported(f"torchax: jax {jax.__version__} has no GPU backend here (default backend: {backend})")
-    ctx.settings.update(torchax=torchax.__version__, jax=jax.__version__, jax_backend=backend)
+    notes.update(torchax=torchax.__version__, jax=jax.__version__, jax_backend=backend)
     if _tolerated_overloads:
-        ctx.settings["torchax_compat"] = (f"{len(_tolerated_overloads)} named-tensor overloads absent from torch "
-                                          f"{torch.__version__} ignored")
-    return torchax, env, jax
+        notes["torchax_compat"] = (f"{len(_tolerated_overloads)} named-tensor overloads absent from torch "
+                                   f"{torch.__version__} ignored")
+    return torchax, env, jax, notes
 
 
 class _TorchaxGreedy:
@@ -94,7 +97,7 @@ class _LastLogits(torch.nn.Module):
 
 class Torchax(Workflow):
     def compile_module(self, module, inputs, ctx):
-        torchax, env, jax = _load(ctx)
+        torchax, env, jax, notes = _load(ctx)
         module.to("cpu")  # _HOST_FIRST
         host_inputs = tuple(tensor.to("cpu") for tensor in inputs)
         with env:
@@ -102,20 +105,21 @@ class Torchax(Workflow):
             compiled = torchax.compile(module)
             # moved once, like IO binding: the timed calls measure the computation, not host transfers
             on_device = tuple(tensor.to("jax") for tensor in host_inputs)
-        ctx.sync = jax.block_until_ready
-        ctx.apply(backend="torchax (jax.jit)", dynamic_shapes=False)
 
         def run(*_: torch.Tensor):
             with env:
                 return compiled(*on_device).jax()  # a jax.Array: torch.as_tensor converts it for the check
 
-        return run
+        return Prepared(run, Applied(backend="torchax (jax.jit)", dynamic_shapes=False), jax.block_until_ready,
+                        notes)
 
     def prepare_llm(self, model, ctx):
-        torchax, env, jax = _load(ctx)
+        torchax, env, jax, notes = _load(ctx)
         model.to("cpu")  # _HOST_FIRST
         with env:
             model.to("jax")
             forward = torchax.compile(_LastLogits(model))
-        ctx.apply(backend="torchax (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache", kv_cache="none")
-        return _TorchaxGreedy(env, forward, model.config.eos_token_id, jax.block_until_ready)
+        return Prepared(_TorchaxGreedy(env, forward, model.config.eos_token_id, jax.block_until_ready),
+                        Applied(backend="torchax (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache",
+                                kv_cache="none"),
+                        notes=notes)

@@ -10,7 +10,8 @@ import warnings
 
 import torch
 
-from mlcbench.workers.interface import Workflow
+from mlcbench.schema import Applied
+from mlcbench.workers.interface import Prepared, Workflow
 
 
 class TorchScript(Workflow):
@@ -22,6 +23,5 @@ class TorchScript(Workflow):
             archive = ctx.cache_dir / f"{ctx.job.job_id}.pt"  # the cache folder is this workflow's
             torch.jit.save(optimized, str(archive))
             loaded = torch.jit.load(str(archive), map_location=ctx.device)
-        ctx.apply(backend="torchscript", dynamic_shapes=False)
-        ctx.settings.update(archive=str(archive), passes="torch.jit.trace, freeze, optimize_for_inference")
-        return loaded
+        return Prepared(loaded, Applied(backend="torchscript", dynamic_shapes=False),
+                        notes={"archive": str(archive), "passes": "torch.jit.trace, freeze, optimize_for_inference"})
