@@ -61,7 +61,9 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
 def _run(job: JobSpec, cache_dir: Path):
     import torch
 
-    from mlcbench.workers.measurement import llm, synthetic
+    from mlcbench.workers.measurement.core import measure
+    from mlcbench.workers.measurement.llm import LLM
+    from mlcbench.workers.measurement.synthetic import Synthetic
     from mlcbench.workers.workflows import load
     from mlcbench.workers.interface import WorkflowContext
 
@@ -75,8 +77,9 @@ def _run(job: JobSpec, cache_dir: Path):
     ctx = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
     info = job.info
-    module = llm if info.kind == "llm" else synthetic
-    metrics, correctness = module.measure(workflow, info, ctx)
+    kind = LLM(info, ctx) if info.kind == "llm" else Synthetic(info, ctx)
+    measured = measure(workflow, kind, ctx)
+    metrics, correctness = measured.metrics, measured.correctness
     status, reason = "ok", None
     if correctness is not None and not correctness.passed:
         reason = "correctness check failed against eager"

@@ -32,6 +32,21 @@ def test_eager_synthetic_has_exact_flops_and_no_correctness_check(tmp_path):
     assert result.metrics.tflops == pytest.approx(result.metrics.flops / result.metrics.latency.median_ms / 1e9)
 
 
+@pytest.mark.parametrize("workflow", ["eager", "torch_compile"])
+def test_a_synthetic_job_records_the_compile_facts_an_llm_job_does(tmp_path, workflow):
+    """One measurement core for both kinds: graphs compiled, graph breaks, recompiles and dynamo's compile phases (the
+    LLM rows had them; synthetic rows did not, so "not compiled" could not see them)."""
+    result = run_job(synthetic(workflow), tmp_path)
+    assert result.status == "ok", result.error
+    metrics = result.metrics
+    assert metrics.settings["prepare_s"] >= 0 and metrics.settings["first_call_s"] > 0
+    if workflow == "eager":
+        assert metrics.applied.compiled_graphs == 0 and metrics.graph_breaks is None and metrics.recompiles is None
+    else:
+        assert metrics.applied.compiled_graphs == 1 and metrics.graph_breaks == 0 and metrics.recompiles == 0
+        assert metrics.settings["dynamo_trace_s"] > 0 and metrics.settings["backend_s"] > 0
+
+
 def test_onnxruntime_without_io_binding_on_cpu_records_it(tmp_path):
     result = run_job(synthetic("onnxruntime", options={"io_binding": False}), tmp_path)
     assert result.status == "ok" and result.metrics.applied.io_binding is False

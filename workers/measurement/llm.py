@@ -3,86 +3,85 @@ batch x output_len / runtime), the per-step time of those calls (past a prefill 
 token and time per output token (from a call synchronised at every token), and agreement with eager."""
 
 import time
-from typing import Optional
+from typing import Callable, ContextManager, Optional
 
 import torch
 
-from mlcbench.schema import REFERENCE, Correctness, Metrics, ModelInfo
+from mlcbench.schema import Correctness, Timing
 from mlcbench.schema.results import Setting
-from mlcbench.workers.measurement.clocks import clocks_during_calls
+from mlcbench.workers.measurement.core import KindFigures, ModelKind
 from mlcbench.workers.measurement.correctness import compare_greedy_tokens, compare_teacher_forced
-from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
-from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
+from mlcbench.workers.measurement.timing import time_calls
 from mlcbench.workers.models import llm
-from mlcbench.workers.interface import Generation, Workflow, WorkflowContext, with_fields
+from mlcbench.workers.interface import Generation, LLMRunner, Prepared, Workflow, WorkflowContext
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 
-def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:
-    job, cuda = ctx.job, ctx.device.type == "cuda"
-    notes: dict[str, Setting] = {}
-    # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
-    with torch.no_grad():
-        with peak_memory(cuda) as memory:
-            begin = time.perf_counter()
-            model = llm.build(info, job, ctx.dtype, ctx.device)
-            if cuda:
-                torch.cuda.synchronize()
-            load_s = time.perf_counter() - begin
-            prompt = llm.prompt_ids(info, job, ctx.device)
-            reference = gold_logits = None
-            if workflow.name != REFERENCE:
-                reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, job.output_len,
-                                                                                   with_logits=True)
-                with memory.set_aside():
-                    gold_logits = _fp32_logits(model, prompt, reference, ctx, notes)
-            with dynamo_stats() as compile_stats:
-                begin = time.perf_counter()
-                with workflow.compiling(ctx) as caches:
-                    prepared = workflow.prepare_llm(model, ctx)
-                    runner, sync = prepared.runner, prepared.sync
-                    prepare_s = time.perf_counter() - begin
-                    # this process checks its own first call: fed eager's tokens where the loop can take them
-                    no_forcing = getattr(runner, "no_teacher_forcing", None)
-                    forced = None if reference is None or no_forcing else reference.tokens
-                    first, first_call_s = timed_once(
-                        lambda: runner.generate(prompt, job.output_len, with_logits=forced is not None,
-                                                forced_tokens=forced), cuda, sync)
-        graphs_before = compiled_graphs()
-        latency = time_calls(lambda: runner.generate(prompt, job.output_len), job.warmup, job.repeats, cuda, sync,
-                             clocks_during_calls(cuda))
+class LLM(ModelKind[LLMRunner]):
+    memory_counts_build = True
+
+    reference_generation: Optional[Generation] = None
+    gold_logits: Optional[torch.Tensor] = None
+    # why the workflow's loop cannot be fed eager's tokens (None: its check is teacher-forced)
+    no_forcing: Optional[str] = None
+
+    def build(self) -> None:
+        ctx = self.ctx
+        self.model = llm.build(self.info, ctx.job, ctx.dtype, ctx.device)
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.prompt = llm.prompt_ids(self.info, ctx.job, ctx.device)
+
+    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> None:
+        self.reference_generation = HFGenerateRunner(self.model, disable_compile=True).generate(
+            self.prompt, self.ctx.job.output_len, with_logits=True)
+        with set_aside():
+            self.gold_logits = _fp32_logits(self.model, self.prompt, self.reference_generation, self.ctx, notes)
+
+    def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[LLMRunner]:
+        self.workflow_name = workflow.name
+        return workflow.prepare_llm(self.model, ctx)
+
+    def first_call(self, prepared: Prepared[LLMRunner]) -> Callable[[], Generation]:
+        # this process checks its own first call: fed eager's tokens where the loop can take them
+        runner, reference = prepared.runner, self.reference_generation
+        self.no_forcing = getattr(runner, "no_teacher_forcing", None)
+        forced = None if reference is None or self.no_forcing else reference.tokens
+        return lambda: runner.generate(self.prompt, self.ctx.job.output_len, with_logits=forced is not None,
+                                       forced_tokens=forced)
+
+    def check(self, output: Generation) -> Optional[Correctness]:
+        job = self.ctx.job
+        if output.tokens.shape != (job.batch_size, job.output_len):
+            raise RuntimeError(f"{self.workflow_name} generated {tuple(output.tokens.shape)} tokens, "
+                               f"expected {(job.batch_size, job.output_len)}")
+        self.output_tokens = int(output.tokens.shape[1])
+        reference = self.reference_generation
+        if reference is None:
+            return None
+        if self.no_forcing:
+            return compare_greedy_tokens(output.tokens, reference.tokens, self.no_forcing)
+        return compare_teacher_forced(output, reference, self.ctx.dtype, self.gold_logits)
+
+    def call(self, prepared: Prepared[LLMRunner]) -> Callable[[], Generation]:
+        runner, prompt, output_len = prepared.runner, self.prompt, self.ctx.job.output_len
+        return lambda: runner.generate(prompt, output_len)
+
+    def after_timed_calls(self, prepared: Prepared[LLMRunner], latency: Timing,
+                          notes: dict[str, Setting]) -> KindFigures:
+        job = self.ctx.job
         # the prefill timed as the calls are (one new token, not synchronised per token): the per-step time of the
         # timed calls is what the rest of a call adds
-        prefill_ms = time_calls(lambda: runner.generate(prompt, 1), 1, job.repeats, cuda, sync).median_ms
-        token_times = _token_times(runner, prompt, job.output_len, cuda)
-        late_compiles = compiled_graphs() - graphs_before
-    if first.tokens.shape != (job.batch_size, job.output_len):
-        raise RuntimeError(f"{workflow.name} generated {tuple(first.tokens.shape)} tokens, "
-                           f"expected {(job.batch_size, job.output_len)}")
-    ttft_ms = token_times[0]
-    tpot_ms = (token_times[-1] - token_times[0]) / max(len(token_times) - 1, 1)
-    notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
-    if compile_stats.cudagraph_skips:
-        notes["cudagraph_skips"] = compile_stats.cudagraph_skips
-    step_ms = (latency.median_ms - prefill_ms) / (job.output_len - 1) if job.output_len > 1 else None
-    correctness = None
-    if reference is not None:
-        correctness = (compare_greedy_tokens(first.tokens, reference.tokens, no_forcing) if no_forcing
-                       else compare_teacher_forced(first, reference, ctx.dtype, gold_logits))
-    compiled = workflow.name != REFERENCE
-    metrics = Metrics(
-        latency=for_this_process(latency, correctness=correctness, prefill_ms=prefill_ms, step_ms=step_ms),
-        compile_s=prepare_s + first_call_s, load_s=load_s,
-        compile_cache=compile_stats.compile_cache,
-        torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
-        tokens_per_s=job.batch_size * job.output_len / (latency.median_ms * 1e-3),
-        ttft_ms=ttft_ms, tpot_ms=tpot_ms, output_tokens=int(first.tokens.shape[1]),
-        graph_breaks=compile_stats.graph_breaks if compiled else None,
-        recompiles=compile_stats.recompiles + late_compiles if compiled else None,
-        applied=with_fields(prepared.applied, compile_caches=caches, compiled_graphs=compile_stats.graphs),
-        settings={**prepared.notes, **notes},
-    )
-    return metrics, correctness
+        prefill_ms = time_calls(lambda: prepared.runner.generate(self.prompt, 1), 1, job.repeats, self.cuda,
+                                prepared.sync).median_ms
+        token_times = _token_times(prepared.runner, self.prompt, job.output_len, self.cuda)
+        step_ms = (latency.median_ms - prefill_ms) / (job.output_len - 1) if job.output_len > 1 else None
+        return KindFigures(
+            process={"prefill_ms": prefill_ms, "step_ms": step_ms},
+            metrics={"tokens_per_s": job.batch_size * job.output_len / (latency.median_ms * 1e-3),
+                     "ttft_ms": token_times[0],
+                     "tpot_ms": (token_times[-1] - token_times[0]) / max(len(token_times) - 1, 1),
+                     "output_tokens": self.output_tokens})
 
 
 def _fp32_logits(model, prompt: torch.Tensor, reference: Generation, ctx: WorkflowContext,

@@ -1,54 +1,51 @@
 """A synthetic model through one workflow: compile cost, whole-call time and TFLOPS, the GPU time of one call without
 the host's launch cost (measurement/device_time.py), and the error against eager."""
 
-import time
+from typing import Callable, ContextManager, Optional
 
 import torch
 
-from mlcbench.schema import REFERENCE, Correctness, Metrics, ModelInfo
+from mlcbench.schema import Correctness, Timing
 from mlcbench.schema.results import Setting
-from mlcbench.workers.measurement.clocks import clocks_during_calls
+from mlcbench.workers.measurement.core import KindFigures, ModelKind
 from mlcbench.workers.measurement.correctness import compare_tensors
 from mlcbench.workers.measurement.device_time import device_times
-from mlcbench.workers.measurement.dynamo_stats import dynamo_stats
-from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.models import synthetic
-from mlcbench.workers.interface import Workflow, WorkflowContext, with_fields
+from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext
 
 
-def measure(workflow: Workflow, info: ModelInfo, ctx: WorkflowContext) -> tuple[Metrics, Correctness | None]:
-    job, cuda = ctx.job, ctx.device.type == "cuda"
-    begin = time.perf_counter()
-    model, inputs = synthetic.build(info, job, ctx.dtype, ctx.device)
-    load_s = time.perf_counter() - begin
-    notes: dict[str, Setting] = {}
-    with torch.no_grad():
-        reference = None if workflow.name == REFERENCE else model(*inputs)
-        # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
-        with peak_memory(cuda) as memory, dynamo_stats() as compile_stats:
-            begin = time.perf_counter()
-            with workflow.compiling(ctx) as caches:
-                prepared = workflow.compile_module(model, inputs, ctx)
-                compiled, sync = prepared.runner, prepared.sync
-                prepare_s = time.perf_counter() - begin
-                output, first_call_s = timed_once(lambda: compiled(*inputs), cuda, sync)
-        # checked before more calls run: a workflow's CUDA graphs may write the next call's output into the same memory
-        correctness = None if reference is None else compare_tensors(output, reference, ctx.dtype)
-        latency = time_calls(lambda: compiled(*inputs), job.warmup, job.repeats, cuda, sync,
-                             clocks_during_calls(cuda))
+class Synthetic(ModelKind[Callable[..., object]]):
+    memory_counts_build = False
+    applied_defaults = {"accumulation": "fp32"}  # PyTorch's own matmuls accumulate in fp32
+
+    expected: Optional[torch.Tensor] = None
+
+    def build(self) -> None:
+        ctx = self.ctx
+        self.model, self.inputs = synthetic.build(self.info, ctx.job, ctx.dtype, ctx.device)
+
+    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> None:
+        self.expected = self.model(*self.inputs)
+
+    def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[Callable[..., object]]:
+        return workflow.compile_module(self.model, self.inputs, ctx)
+
+    def first_call(self, prepared: Prepared[Callable[..., object]]) -> Callable[[], object]:
+        return self.call(prepared)
+
+    def check(self, output: object) -> Optional[Correctness]:
+        return None if self.expected is None else compare_tensors(output, self.expected, self.ctx.dtype)
+
+    def call(self, prepared: Prepared[Callable[..., object]]) -> Callable[[], object]:
+        runner, inputs = prepared.runner, self.inputs
+        return lambda: runner(*inputs)
+
+    def after_timed_calls(self, prepared: Prepared[Callable[..., object]], latency: Timing,
+                          notes: dict[str, Setting]) -> KindFigures:
+        job = self.ctx.job
         device_samples, device_method = [], None
-        if cuda:
-            device_samples, device_method = device_times(lambda: compiled(*inputs), job.repeats, sync, notes)
-    flops = synthetic.flops(info, job)
-    notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4))
-    # PyTorch's own matmuls accumulate in fp32
-    applied = with_fields(prepared.applied, accumulation=prepared.applied.accumulation or "fp32",
-                          compile_caches=caches)
-    metrics = Metrics(
-        latency=for_this_process(latency, correctness=correctness, device_samples_ms=device_samples,
-                                 device_method=device_method),
-        compile_s=prepare_s + first_call_s, compile_cache=compile_stats.compile_cache,
-        load_s=load_s, torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml, flops=flops,
-        tflops=flops / (latency.median_ms * 1e-3) / 1e12, applied=applied, settings={**prepared.notes, **notes},
-    )
-    return metrics, correctness
+        if self.cuda:
+            device_samples, device_method = device_times(self.call(prepared), job.repeats, prepared.sync, notes)
+        flops = synthetic.flops(self.info, job)
+        return KindFigures(process={"device_samples_ms": device_samples, "device_method": device_method},
+                           metrics={"flops": flops, "tflops": flops / (latency.median_ms * 1e-3) / 1e12})

@@ -1,0 +1,125 @@
+"""The steps every model kind's measurement shares: the model built (load_s), eager's reference, the workflow's
+preparation and first call inside its `compiling` block (together the compile cost, with what dynamo compiled there),
+the check of that first call against eager, the timed calls, and the memory peaks through the first call. A
+ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what differs: how its model is built and called,
+what its check compares, and the figures of its kind. Both kinds record the same compile facts."""
+
+import time
+from abc import ABC, abstractmethod
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, ContextManager, Generic, Mapping, Optional, TypeVar
+
+import torch
+
+from mlcbench.schema import REFERENCE, Applied, Correctness, Metrics, ModelInfo, Timing
+from mlcbench.schema.results import Setting
+from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with_fields
+from mlcbench.workers.measurement.clocks import clocks_during_calls
+from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
+from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
+
+Runs = TypeVar("Runs")
+
+
+@dataclass
+class KindFigures:
+    """What a model kind measures beyond the shared steps: fields of its process's ProcessTiming and of Metrics."""
+
+    process: dict[str, object] = field(default_factory=dict)
+    metrics: dict[str, object] = field(default_factory=dict)
+
+
+class ModelKind(ABC, Generic[Runs]):
+    """One model kind's side of a measurement. It holds its model, inputs and eager's reference between the steps."""
+
+    # the memory peaks count building the model and eager's reference too (else they start at the preparation)
+    memory_counts_build: ClassVar[bool]
+    # Applied fields a workflow that did not set them has on this kind
+    applied_defaults: ClassVar[Mapping[str, object]] = {}
+
+    def __init__(self, info: ModelInfo, ctx: WorkflowContext):
+        self.info, self.ctx = info, ctx
+        self.cuda = ctx.device.type == "cuda"
+
+    @abstractmethod
+    def build(self) -> None:
+        """The model (and what it is called with) on the job's device, ready when this returns: timed as load_s."""
+
+    @abstractmethod
+    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> None:
+        """Eager's output for the check (not called for eager itself). Memory used inside set_aside() counts in no
+        peak."""
+
+    @abstractmethod
+    def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[Runs]:
+        """The workflow's compile_module or prepare_llm."""
+
+    @abstractmethod
+    def first_call(self, prepared: Prepared[Runs]) -> Callable[[], object]:
+        """The call timed as the rest of the compile cost, whose output is checked."""
+
+    @abstractmethod
+    def check(self, output: object) -> Optional[Correctness]:
+        """The first call's output against eager's reference (None without one); raises where the output is not
+        what the job asked for."""
+
+    @abstractmethod
+    def call(self, prepared: Prepared[Runs]) -> Callable[[], object]:
+        """One timed call."""
+
+    @abstractmethod
+    def after_timed_calls(self, prepared: Prepared[Runs], latency: Timing, notes: dict[str, Setting]) -> KindFigures:
+        """This kind's figures, from the timed calls and calls of its own after them."""
+
+
+@dataclass
+class Measured:
+    metrics: Metrics
+    correctness: Optional[Correctness]
+
+
+def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measured:
+    job, cuda = ctx.job, ctx.device.type == "cuda"
+    compiled = workflow.name != REFERENCE
+    notes: dict[str, Setting] = {}  # the measurement's own provenance, stored beside the workflow's notes
+    with torch.no_grad():
+        # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
+        with ExitStack() as through_first_call:
+            memory = through_first_call.enter_context(peak_memory(cuda)) if kind.memory_counts_build else None
+            begin = time.perf_counter()
+            kind.build()
+            load_s = time.perf_counter() - begin
+            if compiled:
+                # where the peaks start after the reference, nothing it uses counts anyway
+                kind.reference(memory.set_aside if memory is not None else nullcontext, notes)
+            if memory is None:
+                memory = through_first_call.enter_context(peak_memory(cuda))
+            compile_stats = through_first_call.enter_context(dynamo_stats())
+            begin = time.perf_counter()
+            with workflow.compiling(ctx) as caches:
+                prepared = kind.prepare(workflow, ctx)
+                prepare_s = time.perf_counter() - begin
+                output, first_call_s = timed_once(kind.first_call(prepared), cuda, prepared.sync)
+        # checked before more calls run: a workflow's CUDA graphs may write the next call's output into the same memory
+        correctness = kind.check(output)
+        graphs_before = compiled_graphs()
+        latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
+                             clocks_during_calls(cuda))
+        figures = kind.after_timed_calls(prepared, latency, notes)
+        late_compiles = compiled_graphs() - graphs_before
+    notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
+    if compile_stats.cudagraph_skips:
+        notes["cudagraph_skips"] = compile_stats.cudagraph_skips
+    applied = with_fields(Applied.model_validate(kind.applied_defaults),
+                          **prepared.applied.model_dump(exclude_unset=True), compile_caches=caches,
+                          compiled_graphs=compile_stats.graphs)
+    metrics = Metrics(
+        latency=for_this_process(latency, correctness=correctness, **figures.process),
+        compile_s=prepare_s + first_call_s, compile_cache=compile_stats.compile_cache, load_s=load_s,
+        torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
+        graph_breaks=compile_stats.graph_breaks if compiled else None,
+        recompiles=compile_stats.recompiles + late_compiles if compiled else None,
+        applied=applied, settings={**prepared.notes, **notes}, **figures.metrics,
+    )
+    return Measured(metrics, correctness)
