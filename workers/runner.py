@@ -3,11 +3,12 @@
 import platform
 import socket
 import traceback
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import JobSpec, Metrics, Provenance, Result, why_not_run
+from mlcbench.schema import Correctness, JobSpec, Metrics, Provenance, Result, Status, why_not_run
 from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.measurement.probes import gpu_info, host_cpu, host_cpus, package_versions
 from mlcbench.workers.exchange import append_line, append_model
@@ -29,26 +30,36 @@ def write_calibration(path: Path, device: str) -> None:
     append_model(path, calibrate(device))
 
 
+@dataclass
+class Outcome:
+    """How a job ended in this worker: what its Result carries besides the job and the provenance."""
+
+    status: Status
+    reason: Optional[str] = None  # one line: why unsupported / failed
+    error: Optional[str] = None  # the traceback of a failure
+    metrics: Metrics = field(default_factory=Metrics)
+    correctness: Optional[Correctness] = None
+
+
 def run_job(job: JobSpec, cache_dir: Path) -> Result:
     started = datetime.now(timezone.utc)
     gpu = gpu_info() if job.device == "cuda" else None
     clocks = [read_clocks(gpu.uuid, "start")] if gpu and gpu.uuid else []
     try:
-        status, reason, error, metrics, correctness = _run(job, cache_dir)
+        outcome = _run(job, cache_dir)
     except Unsupported as unsupported:
-        status, reason, error, metrics, correctness = "unsupported", str(unsupported), None, Metrics(), None
+        outcome = Outcome("unsupported", str(unsupported))
     except Exception as exc:  # every failure becomes a result; the worker goes on with the next job
-        status = "oom" if _is_oom(exc) else "failed"
-        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
-        error = traceback.format_exc()[-8000:]
-        metrics, correctness = _memory_after_failure(job), None
+        outcome = Outcome("oom" if _is_oom(exc) else "failed",
+                          f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500],
+                          traceback.format_exc()[-8000:], _memory_after_failure(job))
     finally:
         _release_memory(job)
     if gpu and gpu.uuid:
         clocks.append(read_clocks(gpu.uuid, "end"))
     return Result(
-        job_id=job.job_id, job=job, status=status, reason=reason, error=error, metrics=metrics,
-        correctness=correctness,
+        job_id=job.job_id, job=job, status=outcome.status, reason=outcome.reason, error=outcome.error,
+        metrics=outcome.metrics, correctness=outcome.correctness,
         provenance=Provenance(
             gpu=gpu, packages=package_versions(), python=platform.python_version(),
             hostname=socket.gethostname(), host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started,
@@ -58,7 +69,7 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
     )
 
 
-def _run(job: JobSpec, cache_dir: Path):
+def _run(job: JobSpec, cache_dir: Path) -> Outcome:
     import torch
 
     from mlcbench.workers.measurement.core import measure
@@ -79,11 +90,10 @@ def _run(job: JobSpec, cache_dir: Path):
     info = job.info
     kind = LLM(info, ctx) if info.kind == "llm" else Synthetic(info, ctx)
     measured = measure(workflow, kind, ctx)
-    metrics, correctness = measured.metrics, measured.correctness
-    status, reason = "ok", None
-    if correctness is not None and not correctness.passed:
-        reason = "correctness check failed against eager"
-    return status, reason, None, metrics, correctness
+    correctness = measured.correctness
+    failed_check = correctness is not None and not correctness.passed
+    return Outcome("ok", "correctness check failed against eager" if failed_check else None,
+                   metrics=measured.metrics, correctness=correctness)
 
 
 def _is_oom(exc: BaseException) -> bool:
