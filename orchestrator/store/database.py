@@ -12,6 +12,7 @@ import atexit
 import errno
 import os
 import sqlite3
+import time
 import weakref
 from datetime import datetime, timezone
 from pathlib import Path
@@ -434,9 +435,24 @@ def _sqlite_pragmas(connection, _record) -> None:
     # that no later migration can take up. Without its transaction handling, _sqlite_begin makes DDL transactional.
     connection.isolation_level = None
     cursor = connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")  # first: switching to WAL may have to wait
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    _switch_to_wal(cursor)
     cursor.close()
+
+
+def _switch_to_wal(cursor) -> None:
+    """PRAGMA journal_mode=WAL, tried again until the busy timeout: where other processes open the same fresh file at
+    once, SQLite answers 'database is locked' at once instead of waiting (its busy handler is not called there; 7 of
+    360 such opens failed)."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _sqlite_begin(connection) -> None:
