@@ -3,7 +3,12 @@
 # onnxruntime-gpu wheel into /root/ort/site, ahead of the machine's CPU-only onnxruntime.
 #   . benchmarks/device_env.sh && mlcbench sweep --env local --gpu h100 ...
 set -e
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /root/site .whl/*.whl
+# once per set of wheels: two sweeps started side by side (verdicts_x2.sh) must not install into /root/site at once
+wheels=$(cat .whl/*.whl | sha256sum | cut -c1-16)
+if [ ! -f "/root/site/.installed-$wheels" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /root/site .whl/*.whl
+    touch "/root/site/.installed-$wheels"
+fi
 export PYTHONPATH=/root/site${PYTHONPATH:+:$PYTHONPATH}
 if ls /root/ort/part? >/dev/null 2>&1 && [ ! -d /root/ort/site ]; then
     cat /root/ort/part? > /root/ort/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
