@@ -18,6 +18,19 @@ TRIALS = 20
 EXTENSIONS = 30
 
 
+def _all_at_once(target, arguments: list[tuple]) -> None:
+    """target(*args, barrier, errors) in a process per args, released together; none may fail."""
+    context = multiprocessing.get_context("fork")
+    barrier, errors = context.Barrier(len(arguments)), context.Queue()
+    processes = [context.Process(target=target, args=(*args, barrier, errors)) for args in arguments]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    failures = [errors.get() for _ in range(errors.qsize())] if not errors.empty() else []
+    assert failures == [] and [process.exitcode for process in processes] == [0] * len(arguments)
+
+
 def _open_when_all_are_ready(url: str, barrier, errors) -> None:
     barrier.wait()
     try:
@@ -29,18 +42,9 @@ def _open_when_all_are_ready(url: str, barrier, errors) -> None:
 def test_processes_opening_one_fresh_store_at_once_all_migrate_it_and_write(tmp_path):
     """On older code 29 of 60 such opens failed with 'database is locked' (a deferred migration transaction), then 7
     of 360 (switching the fresh file to WAL, which SQLite refuses at once instead of waiting)."""
-    context = multiprocessing.get_context("fork")
     for trial in range(TRIALS):
         url = f"sqlite:///{tmp_path / f'store-{trial}.db'}"
-        barrier, errors = context.Barrier(PROCESSES), context.Queue()
-        processes = [context.Process(target=_open_when_all_are_ready, args=(url, barrier, errors))
-                     for _ in range(PROCESSES)]
-        for process in processes:
-            process.start()
-        for process in processes:
-            process.join(timeout=120)
-        failures = [errors.get() for _ in range(errors.qsize())] if not errors.empty() else []
-        assert failures == [] and [process.exitcode for process in processes] == [0] * PROCESSES
+        _all_at_once(_open_when_all_are_ready, [(url,)] * PROCESSES)
         assert len(Store(url, create=False).rows()) == PROCESSES
 
 
@@ -100,16 +104,7 @@ def _extend_own_attempt(url: str, batch_size: int, barrier, errors) -> None:
 def test_sweeps_extending_their_attempts_in_one_store_at_once_never_find_it_locked(tmp_path):
     """An attempt grows as its processes finish: read back and rewritten in one transaction. Deferred, such a
     transaction cannot wait for another writer once it has read, and failed 'database is locked'."""
-    context = multiprocessing.get_context("fork")
     url = f"sqlite:///{tmp_path / 'store.db'}"
     Store(url)
-    barrier, errors = context.Barrier(PROCESSES), context.Queue()
-    processes = [context.Process(target=_extend_own_attempt, args=(url, batch, barrier, errors))
-                 for batch in range(1, PROCESSES + 1)]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=120)
-    failures = [errors.get() for _ in range(errors.qsize())] if not errors.empty() else []
-    assert failures == [] and [process.exitcode for process in processes] == [0] * PROCESSES
+    _all_at_once(_extend_own_attempt, [(url, batch) for batch in range(1, PROCESSES + 1)])
     assert len(Store(url, create=False).rows()) == PROCESSES
