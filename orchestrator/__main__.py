@@ -21,6 +21,24 @@ def main() -> None:
         if ending.code == ExitCode.INTERRUPTED:
             _exit_interrupted()
         _exit_finished(ending.code)
+    except Exception as error:
+        # a Ctrl-C inside an extension module's initialisation comes out as that module's own error (an ImportError
+        # "... initialization failed"), raised while the KeyboardInterrupt was being handled
+        if not _raised_by_ctrl_c(error):
+            raise
+        print("interrupted", file=sys.stderr)
+        _exit_interrupted()
+
+
+def _raised_by_ctrl_c(error: BaseException) -> bool:
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _exit_finished(code: object) -> None:
