@@ -400,7 +400,8 @@ _REFUSALS = ("28", "3D")
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 # SQLite result codes of a machine that failed, not of a wrong --db: SQLITE_NOMEM, SQLITE_BUSY, SQLITE_LOCKED,
 # SQLITE_IOERR, SQLITE_FULL (primary codes; an extended code carries one in its low byte)
-_SQLITE_MACHINE_FAILURES = frozenset({7, 5, 6, 10, 13})
+_SQLITE_BUSY = 5
+_SQLITE_MACHINE_FAILURES = frozenset({7, _SQLITE_BUSY, 6, 10, 13})
 
 
 def _refused_for_what_was_asked(error: DBAPIError, dialect: str) -> bool:
@@ -450,7 +451,8 @@ def _switch_to_wal(cursor) -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
+            busy = (getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
 
