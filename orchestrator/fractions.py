@@ -32,7 +32,7 @@ def read_time_ms(step_bytes: int, bandwidth_gbs: float) -> float:
 def of_decode_bound(job: JobSpec, step_ms: Optional[float], bandwidth_gbs: Optional[float]) -> Optional[float]:
     """The bytes a decode step reads per step time, against a bandwidth (the spec's, or a copy measured on the GPU);
     None without a step time, a bandwidth or a layout the catalog counts."""
-    step_bytes = decode_step_bytes(job)
-    if not step_ms or not bandwidth_gbs or step_bytes is None:
+    if not step_ms or not bandwidth_gbs:
         return None
-    return read_time_ms(step_bytes, bandwidth_gbs) / step_ms
+    step_bytes = decode_step_bytes(job)
+    return read_time_ms(step_bytes, bandwidth_gbs) / step_ms if step_bytes is not None else None

@@ -137,9 +137,9 @@ class ModelInfo(StrictModel):
         """What one LLM decode step must read at least: every weight but the embedding table (of which it reads only
         `batch` rows; a table tied to the LM head is read whole), of a mixture of experts only the experts one token
         is routed to, and the K and V of `context` positions per row in every layer. None where the weights' layout
-        is not known."""
+        is not known, and for a synthetic model (no decode step)."""
         parameters = self.parameter_count()
-        if parameters is None:
+        if parameters is None or self.kind == "synthetic":
             return None
         unread_embedding = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
         unread_experts = self.num_hidden_layers * (self.num_experts - self.experts_per_token) * self._mlp() \

@@ -5,7 +5,7 @@ import pytest
 from mlcbench.orchestrator.reports.sections.costs import cost_rows
 from mlcbench.orchestrator.reports.sections.decode import decode_lines
 from mlcbench.orchestrator.store.provenance import finish
-from mlcbench.schema import MODELS, Calibration
+from mlcbench.schema import GPUS, MODELS, Calibration
 from mlcbench.schema.results import ProcessTiming
 from tests.reports.conftest import make_result
 
@@ -84,3 +84,12 @@ def test_decode_line_uses_the_copy_bandwidth_measured_on_that_gpu_when_there_is_
     assert line.steps[0].bound_ms == pytest.approx(line.steps[0].step_bytes / 3030e9 * 1e3)
     other_gpu = measured.model_copy(update={"gpu_tag": "h200"})
     assert decode_lines(results, [other_gpu])[0].bandwidth_gbs == 3350
+
+
+def test_a_synthetic_result_on_a_gpu_gets_its_fraction_of_peak_and_no_decode_bound():
+    """An FFN cell on a catalogued GPU has no decode step: stamping it must not ask for one (its attention dims are 0)."""
+    assert MODELS["ffn-tinyllama"].decode_step_bytes("bf16", 1, 48) is None
+    result = finish(make_result("ffn-tinyllama", "torch_compile", 1, "h100", "local", tflops=100.0),
+                    "local", "h100", None, None)
+    assert result.metrics.peak_fraction == pytest.approx(100.0 / GPUS["h100"].peak_tflops("bf16", "fp32"))
+    assert result.metrics.bandwidth_fraction is None
