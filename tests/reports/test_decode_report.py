@@ -93,3 +93,22 @@ def test_a_synthetic_result_on_a_gpu_gets_its_fraction_of_peak_and_no_decode_bou
                     "local", "h100", None, None)
     assert result.metrics.peak_fraction == pytest.approx(100.0 / GPUS["h100"].peak_tflops("bf16", "fp32"))
     assert result.metrics.bandwidth_fraction is None
+
+
+def test_a_cell_resumed_by_a_later_sweep_counts_each_process_once():
+    """The resumed cell is stored again with the cold process it resumed from: that process is one cold compile."""
+    def with_processes(*processes):
+        result = llm_result("torch_compile_decode", 1, compile_s=120.0, compile_cache="cold")
+        latency = result.metrics.latency.model_copy(update={"processes": list(processes)})
+        return result.model_copy(update={"metrics": result.metrics.model_copy(update={"latency": latency})})
+
+    cold = ProcessTiming(samples_ms=[10.0], compile_s=120.0, compile_cache="cold", sweep_id="first", round=1)
+    warm = [ProcessTiming(samples_ms=[10.0], compile_s=seconds, compile_cache="warm", sweep_id="second", round=round_)
+            for round_, seconds in ((1, 15.0), (2, 17.0))]
+    first, resumed = with_processes(cold), with_processes(cold, *warm)
+    [row] = cost_rows([resumed], attempts=[first, resumed])
+    assert (row.compile_cold_s, row.compile_cold_n, row.compile_warm_s, row.compile_warm_n) == (120.0, 1, 16.0, 2)
+    # a rerun in its own right (processes of its own) still adds its compiles
+    rerun = with_processes(ProcessTiming(samples_ms=[10.0], compile_s=20.0, compile_cache="warm", sweep_id="third"))
+    [row] = cost_rows([rerun], attempts=[first, resumed, rerun])
+    assert (row.compile_cold_n, row.compile_warm_n) == (1, 3)

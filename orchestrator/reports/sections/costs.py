@@ -68,12 +68,30 @@ def compile_costs(result: Result) -> dict[CompileState, tuple[float, int]]:
     return {state: (median(seconds), len(seconds)) for state, seconds in by_state.items()}
 
 
+def _process_ids(result: Result) -> Optional[frozenset[tuple[str, int, int]]]:
+    """Which worker processes a result holds (sweep, round, place in the round); None where one is not named."""
+    latency = result.metrics.latency
+    processes = [*latency.processes, *latency.other_series] if latency else []
+    if not processes or any(process.sweep_id is None for process in processes):
+        return None
+    return frozenset((process.sweep_id, process.round, process.position) for process in processes)  # type: ignore
+
+
+def without_prefixes(attempts: Iterable[Result]) -> list[Result]:
+    """The attempts, less each one that another attempt of the same cell holds whole: a cell resumed by a later
+    sweep is stored again with the processes it resumed from, which would otherwise count twice."""
+    named = [(result, _process_ids(result)) for result in attempts]
+    return [result for result, own in named
+            if own is None or not any(other is not None and other_result.job_id == result.job_id and own < other
+                                      for other_result, other in named)]
+
+
 def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = None) -> list[CostRow]:
     """Compile time and memory of each cell's result; the cold and warm compile times over every attempt given (a
     cell's first run compiled cold, its reruns warm, before a cell kept both series): the median over those results
     of each one's median, with the processes behind them."""
     groups = _ok_by_workflow(results)
-    tried = _ok_by_workflow(results if attempts is None else attempts)
+    tried = _ok_by_workflow(results if attempts is None else without_prefixes(attempts))
     rows = []
     for key, members in groups.items():
         compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
