@@ -79,7 +79,7 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
     from mlcbench.workers.interface import WorkflowContext
 
     if job.device == "cuda" and not torch.cuda.is_available():
-        raise Unsupported("job asks for CUDA but torch sees no GPU in this environment")
+        raise _cuda_unavailable(torch)
     workflow = load(job.workflow)
     refusal = why_not_run(job.workflow, job.info)  # the planner refuses these too: a job file handed in directly
     if refusal:
@@ -94,6 +94,22 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
     failed_check = correctness is not None and not correctness.passed
     return Outcome("ok", "correctness check failed against eager" if failed_check else None,
                    metrics=measured.metrics, correctness=correctness)
+
+
+def _cuda_unavailable(torch) -> Exception:
+    """Why a CUDA job cannot start: unsupported where this torch has no CUDA or no GPU is visible; a failure that
+    names CUDA's own error where this torch has CUDA and a GPU did not initialise (one worker of a sweep on an H100
+    met this between two that ran: a lost process, not a workflow the GPU cannot run)."""
+    no_gpu = Unsupported("job asks for CUDA but torch sees no GPU in this environment")
+    if torch.version.cuda is None:
+        return no_gpu
+    try:
+        torch.cuda.init()
+    except Exception as error:
+        if "no cuda gpus are available" in str(error).lower():
+            return no_gpu
+        return RuntimeError(f"CUDA did not initialise: {error}")
+    return no_gpu
 
 
 def _is_oom(exc: BaseException) -> bool:

@@ -21,3 +21,28 @@ def test_an_unsupported_job_carries_its_reason_and_nothing_measured(tmp_path):
     result = run_job(job("eager", device="cuda"), tmp_path)
     assert result.status == "unsupported" and "no GPU" in result.reason
     assert result.error is None and result.metrics == Metrics()
+
+
+def _cuda_build_whose_init_raises(monkeypatch, message: str) -> None:
+    import torch
+
+    def init():
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "init", init)
+
+
+def test_a_gpu_that_does_not_initialise_is_a_failure_naming_cudas_error(monkeypatch, tmp_path):
+    _cuda_build_whose_init_raises(monkeypatch, "CUDA error: CUDA-capable device(s) is/are busy or unavailable")
+    result = run_job(job("eager", device="cuda"), tmp_path)
+    assert result.status == "failed"
+    assert result.reason == ("RuntimeError: CUDA did not initialise: CUDA error: CUDA-capable device(s) is/are busy "
+                             "or unavailable")
+
+
+def test_a_cuda_build_that_sees_no_gpu_is_unsupported(monkeypatch, tmp_path):
+    _cuda_build_whose_init_raises(monkeypatch, "No CUDA GPUs are available")
+    result = run_job(job("eager", device="cuda"), tmp_path)
+    assert result.status == "unsupported" and "no GPU" in result.reason
