@@ -192,8 +192,12 @@ def no_verdict(result: Result) -> Optional[str]:
 
 
 def ratio_label(ratio: stats.Ratio) -> str:
-    """'2.00× [1.90–2.10]', '≈ (not significant)' where the interval holds 1.0, '2.00× (no interval)'."""
+    """'2.00× [1.90–2.10]'; where the interval holds 1.0, '≈ [0.99–1.02] (equal within 2.0 %)' when it leaves open no
+    difference wider than WIDE_INTERVAL (a decisive "the same"), else '≈ (not significant)'; '2.00× (no interval)'."""
     if ratio.significant is False:
+        margin = ratio.equal_within
+        if margin is not None and margin <= WIDE_INTERVAL:
+            return f"≈ [{ratio.low:.3f}–{ratio.high:.3f}] (equal within {100 * margin:.1f} %)"
         return "≈ (not significant)"
     if ratio.significant is None:
         return f"{ratio.value:.2f}× (no interval)"

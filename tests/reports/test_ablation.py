@@ -35,7 +35,8 @@ def test_the_ladder_climbs_from_the_base_and_each_rung_is_judged_against_the_one
     lines = [line for line in section.splitlines() if line.startswith("| +") or line.startswith("| base")]
     assert lines[0].startswith("| base") and lines[0].rstrip().endswith("| — | — |")
     assert "1.20× [" in lines[1]  # fused over the base: 6.0 / 5.0, outside the noise
-    assert lines[2].count("≈ (not significant)") == 1 and "1.20× [" in lines[2]  # PDL ≈ fused; over the base 1.20×
+    # PDL ≈ fused, the same within a few % (the interval is narrow); over the base 1.20×
+    assert lines[2].count("≈ [") == 1 and "(equal within" in lines[2] and "1.20× [" in lines[2]
 
 
 def test_a_failed_check_claims_no_gain_and_a_short_cell_no_verdict():

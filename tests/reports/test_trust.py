@@ -25,8 +25,8 @@ def _timed(result, processes: list[list[float]]):
 
 def _pair(eager_processes, compiled_processes, **compiled_fields):
     eager = _timed(make_result("ffn-tinyllama", "eager", 1, "h100", "local", tflops=100.0), eager_processes)
-    compiled = _timed(make_result("ffn-tinyllama", "torch_compile", 1, "h100", "local", tflops=100.0),
-                      compiled_processes)
+    compiled = _timed(make_result("ffn-tinyllama", "torch_compile", 1, "h100", "local", tflops=100.0,
+                                  **compiled_fields), compiled_processes)
     return eager, compiled
 
 
@@ -43,10 +43,12 @@ def test_an_outlier_call_inside_one_process_moves_neither_the_figure_nor_a_flag(
     rows = perf_rows([eager, compiled])
     assert _row(rows, "eager").flags() == []
     speedup = _row(rows, "torch_compile").speedup
-    assert speedup.significant is False and speedup.label() == "≈ (not significant)"
+    # the steady process medians leave the interval narrow: not just "not significant" but the same within 1 %
+    assert speedup.significant is False and speedup.label().startswith("≈ [")
+    assert speedup.ratio.equal_within < 0.01 and "(equal within 0." in speedup.label()
     text = markdown(build_report([eager, compiled], "test", Selection()))
-    assert "≈ (not significant)" in text and "⚠ interval" not in text
-    assert "×" not in text.split("not significant")[0][-12:]
+    assert "(equal within 0." in text and "⚠ interval" not in text
+    assert "×" not in text.split("(equal within")[0][-18:]
 
 
 def test_one_process_far_from_the_others_widens_the_interval_flags_it_and_makes_the_speedup_not_significant():
@@ -176,9 +178,28 @@ def test_compare_of_two_stores_shows_each_cells_change_with_its_interval_and_cou
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in output.splitlines() if line.startswith("│")]
     labels = {(row[0], row[1], row[2], row[3]): row[7] for row in rows}
     assert labels[("tinyllama-1.1b", "torch_compile_static", "1", "local @ h100")].startswith("2.00× [")
-    assert labels[("tinyllama-1.1b", "torch_compile_static", "1", "local @ rtx4090")] == "≈ (not significant)"
+    # the same cell in both stores: the same, within its narrow interval
+    assert labels[("tinyllama-1.1b", "torch_compile_static", "1", "local @ rtx4090")].startswith("≈ [")
+    assert "(equal within" in labels[("tinyllama-1.1b", "torch_compile_static", "1", "local @ rtx4090")]
     # the cell that failed its check in both stores: no ratio
     assert labels[("tinyllama-1.1b", "torch_compile_static", "4", "local @ h100")] == "— (check failed: no ratio)"
     judged = sum(1 for label in labels.values() if label != "—" and "no verdict" not in label
                  and "check failed" not in label)
     assert " ".join(output.split()).count(f"1 of {judged} judged") == 1
+
+
+CHECKED = {"passed": True}
+
+
+def test_the_fastest_line_says_two_workflows_are_the_same_only_where_the_interval_is_narrow():
+    """Equal within a few % is a verdict ("the same"); an interval that leaves a larger difference open is noise."""
+    narrow = throughput_tables(perf_rows(list(_pair([[1.0, 1.0], [1.01, 1.01], [0.99, 0.99]],
+                                                    [[1.0, 1.0], [1.005, 1.005], [0.995, 0.995]], **CHECKED))))
+    [verdict] = narrow[0].fastest
+    assert verdict.workflow is None and "are equal within" in verdict.text and "noise" not in verdict.text
+    margin = float(verdict.text.split("equal within ")[1].split(" %")[0])
+    assert 0 < margin <= 5
+    wide = throughput_tables(perf_rows(list(_pair([[1.0, 1.0], [1.3, 1.3], [0.8, 0.8]],
+                                                  [[1.0, 1.0], [1.2, 1.2], [0.85, 0.85]], **CHECKED))))
+    [verdict] = wide[0].fastest
+    assert verdict.workflow is None and "within noise" in verdict.text and "equal within" not in verdict.text

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import (DEVICE_TIME_BELOW_MS, RULES, VERDICT_PROCESSES, Kind, PerfRow,
-                                                device_timing, provenance_line, settings_label, time_ratio,
+from mlcbench.orchestrator.reports.data import (DEVICE_TIME_BELOW_MS, RULES, VERDICT_PROCESSES, WIDE_INTERVAL, Kind,
+                                                PerfRow, device_timing, provenance_line, settings_label, time_ratio,
                                                 workflow_order)
 from mlcbench.orchestrator.reports.table import Cell, Column, Paragraph, Section, Table
 
@@ -50,6 +50,10 @@ def fastest(batch: int, rows: Iterable[PerfRow]) -> Fastest:
     if ratio.significant:
         return Fastest(batch, top.workflow, f"b{batch}: fastest {top.workflow}, {ratio.value:.2f}× "
                                             f"[{ratio.low:.2f}–{ratio.high:.2f}]{on} over {runner_up.workflow}{tail}")
+    margin = ratio.equal_within
+    if margin is not None and margin <= WIDE_INTERVAL:
+        return Fastest(batch, None, f"b{batch}: no single fastest, {top.workflow} and {runner_up.workflow} are equal "
+                                    f"within {100 * margin:.1f} %{on} [{ratio.low:.3f}–{ratio.high:.3f}]{tail}")
     return Fastest(batch, None, f"b{batch}: no single fastest, {top.workflow} and {runner_up.workflow} are within "
                                 f"noise{on}{tail}")
 
@@ -119,7 +123,8 @@ LEGEND = ("[a–b]: the 95 % interval (Student's t over the worker processes' me
           "processes the figure combines (warm: caches filled; cold: compiled into empty caches, where no warm process "
           "ran; pooled: both, where a test found no difference). device time: the figure at the GPU time of one call "
           "without the host's launch cost (a CUDA-graph replay of the call, or the profiler's kernel sum where the "
-          "workflow allows no graph). ≈ (not significant): the speedup's interval holds 1.0. not compiled: the "
+          "workflow allows no graph). ≈ (not significant): the speedup's interval holds 1.0; ≈ [a–b] (equal within x %): "
+          "it holds 1.0 and no difference wider than x % (at most 5 %), so the two are the same. not compiled: the "
           "workflow compiled no graph, so it ran eager code. x % / y % of bound: of the catalog's spec, then of what "
           "the sweep measured on the GPU (synthetic: peak TFLOPS and a large matmul; LLM: the bytes a decode step "
           "reads, weights + KV cache, per decode step of the timed calls, against the spec bandwidth and a "
