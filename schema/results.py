@@ -12,6 +12,11 @@ Status = Literal["ok", "unsupported", "failed", "oom", "timeout", "crashed"]
 FINAL_STATUSES: frozenset[str] = frozenset({"ok", "unsupported"})
 
 Setting = Union[bool, int, float, str, None]
+# how a process's device time was taken: each CUDA-graph replay of the call timed alone, queued behind a spinning
+# kernel so that the host's launch of it is not timed (cuda_graph_replay_queued); the same without the spin, the
+# graph's launch included (cuda_graph_replay: stored before the spin); the profiler's summed kernel time
+# (profiler_kernels)
+DeviceMethod = Literal["cuda_graph_replay_queued", "cuda_graph_replay", "profiler_kernels"]
 
 
 NOISY_CV = 0.05
@@ -55,7 +60,7 @@ class ProcessTiming(StrictModel):
     correctness: Optional["Correctness"] = None
     # synthetic: the GPU time of one call without the host's launch cost, per timed call (empty where not measured)
     device_samples_ms: list[float] = []
-    device_method: Optional[Literal["cuda_graph_replay", "profiler_kernels"]] = None
+    device_method: Optional[DeviceMethod] = None
     # LLM: the prefill of the same process, timed as the calls are (not synchronised per token), and the per-step time
     # of the timed calls: (median call - prefill_ms) / (output steps - 1)
     prefill_ms: Optional[float] = None
@@ -97,7 +102,7 @@ class Timing(StrictModel):
     device_median_ms: Optional[float] = None
     device_ci_low_ms: Optional[float] = None
     device_ci_high_ms: Optional[float] = None
-    device_method: Optional[Literal["cuda_graph_replay", "profiler_kernels"]] = None
+    device_method: Optional[DeviceMethod] = None
     # LLM: the per-step time of the timed calls over the same processes
     step_median_ms: Optional[float] = None
     step_ci_low_ms: Optional[float] = None

@@ -128,3 +128,43 @@ def test_clocks_during_the_calls_come_from_one_nvml_handle_per_process(monkeypat
     assert readings[0] == Clocks(at="during", sm_mhz=1755, mem_mhz=2619, power_limit_w=700.0, temperature_c=61,
                                  reasons=["sw_thermal"])
     assert readings[0].throttled
+
+
+def test_each_timed_graph_replay_is_queued_behind_a_spin_so_the_hosts_launch_is_not_timed(monkeypatch):
+    """On an idle stream the start event fires at once and the host's launch of the graph is timed with the kernels:
+    the spin keeps the GPU busy while the host queues start, replay and end."""
+    import contextlib
+
+    import torch
+
+    log = []
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+        def reset(self):
+            pass
+
+    class Event(_FakeEvent):
+        def record(self):
+            log.append("record")
+
+        def synchronize(self):
+            log.append("synchronize")
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", lambda g: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(f"spin {cycles}"))
+    samples = device_time.graph_replay_times(lambda: None, 3)
+    assert samples == [1.0] * 3
+    timed = " ".join(log).split("synchronize")[:-1]
+    assert [call.split() for call in timed] == [["spin", str(device_time.SPIN_CYCLES), "record", "replay", "record"]] * 3

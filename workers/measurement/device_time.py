@@ -1,16 +1,21 @@
 """The GPU time of one call without the host's launch cost, beside the whole-call time (which includes launches and
 the sync): sub-millisecond cells move up to 2x between processes in the whole-call figure. Preferred: the call
-captured once as a CUDA graph, each replay timed alone between two CUDA events (the kernels run back to back, no
-host in between). Where a call cannot be captured (it syncs, or runs outside torch's stream: ONNX Runtime, XLA,
-CUDA graphs of its own), the summed time of the GPU activities (kernels, copies, sets) the profiler records per call.
-Measured after the whole-call timing, so that figure is untouched."""
+captured once as a CUDA graph, each replay timed alone between two CUDA events queued behind a kernel that spins
+while the host queues them (the kernels run back to back, and the host's launch of the graph is not timed). Where a
+call cannot be captured (it syncs, or runs outside torch's stream: ONNX Runtime, XLA, CUDA graphs of its own), the
+summed time of the GPU activities (kernels, copies, sets) the profiler records per call. Measured after the
+whole-call timing, so that figure is untouched."""
 
-from typing import Callable, Literal, Optional
+from typing import Callable, Optional
 
-from mlcbench.schema.results import Setting
+from mlcbench.schema.results import DeviceMethod, Setting
 
-DeviceMethod = Literal["cuda_graph_replay", "profiler_kernels"]
 PROFILED_CALLS = 10  # one profiler session each: a session costs far more than a call
+# GPU clock cycles the stream spins before each timed replay (about 0.5 ms at 2 GHz): the host queues the start event,
+# the replay and the end event meanwhile. Timed from an idle stream, the start event fired at once and the graph's
+# launch by the host (microseconds, more on a busy host) was timed with it: on the H100 of 2026-11-25 one process's
+# samples of a 0.135-ms call ran up to 0.270 ms while another sweep used the other half of the host's CPUs.
+SPIN_CYCLES = 1_000_000
 
 
 def device_times(fn: Callable[[], object], repeats: int, sync: Optional[Callable[[object], None]],
@@ -20,7 +25,7 @@ def device_times(fn: Callable[[], object], repeats: int, sync: Optional[Callable
     out capture."""
     if sync is None:
         try:
-            return graph_replay_times(fn, repeats), "cuda_graph_replay"
+            return graph_replay_times(fn, repeats), "cuda_graph_replay_queued"
         except Exception as error:  # capture refused (a sync, a CPU op, its own CUDA graphs ...): say why, profile
             settings["cuda_graph_capture"] = _reason("failed", error)
     else:
@@ -51,6 +56,7 @@ def graph_replay_times(fn: Callable[[], object], repeats: int) -> list[float]:
     samples = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SPIN_CYCLES)
         start.record()
         graph.replay()
         end.record()
