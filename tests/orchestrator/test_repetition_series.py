@@ -32,7 +32,7 @@ def _process(job: JobSpec, level: float, cache: Optional[str], compile_s: float 
     timing = Timing(median_ms=level, p10_ms=min(samples), p90_ms=max(samples), mean_ms=level, cv=0.01, repeats=3,
                     method="perf_counter", processes=[ProcessTiming(
                         samples_ms=samples, device_samples_ms=[device_ms] * 3 if device_ms else [],
-                        device_method="cuda_graph_replay" if device_ms else None, step_ms=step_ms)])
+                        device_method="cuda_graph_replay_queued" if device_ms else None, step_ms=step_ms)])
     check = Correctness(method="outputs", tolerance=0.01, passed=passed, rel_l2_error=0.001 if passed else 0.5)
     return Result(job_id=job.job_id, job=job, status="ok", correctness=check,
                   metrics=Metrics(latency=timing, tflops=1.0 / level, compile_s=compile_s, compile_cache=cache),
@@ -124,7 +124,7 @@ def test_device_and_step_time_and_the_check_of_every_process_are_combined(tmp_pa
     assert timing.series is None and len(timing.processes) == 3
     assert timing.device_median_ms == pytest.approx(float(np.exp(np.mean(np.log([0.5, 0.4, 0.6])))))
     assert timing.device_ci_low_ms < timing.device_median_ms < timing.device_ci_high_ms
-    assert timing.device_method == "cuda_graph_replay"
+    assert timing.device_method == "cuda_graph_replay_queued"
     assert timing.step_median_ms == pytest.approx(float(np.exp(np.mean(np.log([2.0, 2.2, 1.8])))))
     assert timing.step_ci_low_ms < timing.step_median_ms < timing.step_ci_high_ms
     check = cell.correctness

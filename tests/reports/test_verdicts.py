@@ -35,7 +35,7 @@ def cell(model: str, workflow: str, medians: list[float], batch: int = 1, gpu: s
     """A cell as the host stores it: one ProcessTiming per process median (whole call, and device time where given),
     combined over processes; its figure is inversely proportional to its time."""
     processes = [ProcessTiming(samples_ms=_spread(m), device_samples_ms=_spread(device[i]) if device else [],
-                               device_method="cuda_graph_replay" if device else None,
+                               device_method="cuda_graph_replay_queued" if device else None,
                                compile_s=compiles[i][0] if compiles else None,
                                compile_cache=compiles[i][1] if compiles else None) for i, m in enumerate(medians)]
     timing = stats.combine(processes, "cuda_events", 0.02).model_copy(update={"series": series})
@@ -44,7 +44,7 @@ def cell(model: str, workflow: str, medians: list[float], batch: int = 1, gpu: s
         timing = timing.model_copy(update={"device_median_ms": on_device.median_ms,
                                            "device_ci_low_ms": on_device.ci_low_ms,
                                            "device_ci_high_ms": on_device.ci_high_ms,
-                                           "device_method": "cuda_graph_replay"})
+                                           "device_method": "cuda_graph_replay_queued"})
     llm = not model.startswith("ffn")
     job = JobSpec(model=model, workflow=workflow, batch_size=batch, device=device_kind,
                   precision="fp16" if model.startswith("llama2") else "bf16")
