@@ -9,10 +9,13 @@
 #
 #   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD> SWEEP_TIMEOUT_S=540 bash benchmarks/verdicts_x2.sh h100
 #   (repeated until both sweeps print exit 0; the last call also writes verdicts-compare.txt into the bundle)
+# Sweep options after the GPU tag narrow both sweeps alike, e.g. the FFN cells alone (about 8 minutes):
+#   ... bash benchmarks/verdicts_x2.sh h100 --model ffn-tinyllama,ffn-llama2,ffn-multilayer-tinyllama
 # $OUT takes at most 8 files back: everything comes back as one $OUT/verdicts.tar.gz (both stores, their CSVs, logs,
 # machine and times files, the compare and a report).
 set -uo pipefail
-gpu=${1:?usage: verdicts_x2.sh GPU_TAG}
+gpu=${1:?usage: verdicts_x2.sh GPU_TAG [sweep options]}
+shift
 half=$(( $(nproc) / 2 ))
 . benchmarks/device_env.sh  # installs the carried wheels once, before the two sweeps start
 bundle=/root/verdicts-out
@@ -22,7 +25,7 @@ for side in 1 2; do
     cores=$(( (side - 1) * half ))-$(( side * half - 1 ))
     mkdir -p "$bundle/$side"
     OUT=$bundle/$side SEED_DB=$SEED_DB CACHE_DIR=/root/cache-$side taskset -c "$cores" \
-        bash benchmarks/device_sweep.sh "$name" "$gpu" benchmarks/suites/verdicts.toml --gpus $(( side - 1 )) \
+        bash benchmarks/device_sweep.sh "$name" "$gpu" benchmarks/suites/verdicts.toml --gpus $(( side - 1 )) "$@" \
         >"/root/$name.log" 2>&1 &
 done
 wait
