@@ -77,7 +77,7 @@ def _process_ids(result: Result) -> Optional[frozenset[tuple[str, int, int]]]:
     return frozenset((process.sweep_id, process.round, process.position) for process in processes)  # type: ignore
 
 
-def without_prefixes(attempts: Iterable[Result]) -> list[Result]:
+def _without_prefixes(attempts: Iterable[Result]) -> list[Result]:
     """The attempts, less each one that another attempt of the same cell holds whole: a cell resumed by a later
     sweep is stored again with the processes it resumed from, which would otherwise count twice."""
     named = [(result, _process_ids(result)) for result in attempts]
@@ -91,7 +91,7 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
     cell's first run compiled cold, its reruns warm, before a cell kept both series): the median over those results
     of each one's median, with the processes behind them."""
     groups = _ok_by_workflow(results)
-    tried = _ok_by_workflow(results if attempts is None else without_prefixes(attempts))
+    tried = _ok_by_workflow(results if attempts is None else _without_prefixes(attempts))
     rows = []
     for key, members in groups.items():
         compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
