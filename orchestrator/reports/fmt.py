@@ -51,7 +51,8 @@ def evidence(row: "PerfRow") -> str:
 
 # how a cell's device time was taken (Timing.device_method), in words
 DEVICE_METHODS = {"cuda_graph_replay_queued": "CUDA-graph replay",
-                  "cuda_graph_replay": "CUDA-graph replay, its launch included", "profiler_kernels": "profiler kernel sum"}
+                  "cuda_graph_replay": "CUDA-graph replay, its launch included",
+                  "profiler_kernels": "profiler kernel sum"}
 
 
 def perf(row: "PerfRow") -> str:

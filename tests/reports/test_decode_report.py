@@ -87,7 +87,8 @@ def test_decode_line_uses_the_copy_bandwidth_measured_on_that_gpu_when_there_is_
 
 
 def test_a_synthetic_result_on_a_gpu_gets_its_fraction_of_peak_and_no_decode_bound():
-    """An FFN cell on a catalogued GPU has no decode step: stamping it must not ask for one (its attention dims are 0)."""
+    """An FFN cell on a catalogued GPU has no decode step: stamping it must not ask for one (its attention dims are
+    0)."""
     assert MODELS["ffn-tinyllama"].decode_step_bytes("bf16", 1, 48) is None
     result = finish(make_result("ffn-tinyllama", "torch_compile", 1, "h100", "local", tflops=100.0),
                     "local", "h100", None, None)

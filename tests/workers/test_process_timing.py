@@ -167,4 +167,5 @@ def test_each_timed_graph_replay_is_queued_behind_a_spin_so_the_hosts_launch_is_
     samples = device_time.graph_replay_times(lambda: None, 3)
     assert samples == [1.0] * 3
     timed = " ".join(log).split("synchronize")[:-1]
-    assert [call.split() for call in timed] == [["spin", str(device_time.SPIN_CYCLES), "record", "replay", "record"]] * 3
+    spun = ["spin", str(device_time.SPIN_CYCLES), "record", "replay", "record"]
+    assert [call.split() for call in timed] == [spun] * 3
