@@ -104,16 +104,21 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     listener.planned(sum(p.processes_due(job) for p in plans for job in p.to_run)
                      + sum(len(p.unsupported) for p in plans), report.skipped)
     writer = _ResultWriter(store, report, options.sweep_id, {p.env.name: p.config_key for p in plans})
+    finished = True
     for env_plan in plans:
         env = env_plan.env
         for result in env_plan.unsupported:
             listener.process_done(result)
             listener.job_done(writer.put(result, env.name, options.target.tag, None))
-        if not env_plan.to_run or stop.requested:
+        if not env_plan.to_run:
             continue
-        _run_env(env, env_plan, options, runtime_factory, writer, listener, stop,
-                 options.workdir / f"{options.sweep_id}-{env.name}")
-    report.interrupted = stop.requested
+        if stop.requested:
+            finished = False
+            continue
+        finished &= _run_env(env, env_plan, options, runtime_factory, writer, listener, stop,
+                             options.workdir / f"{options.sweep_id}-{env.name}")
+    # a stop that came while the last jobs ran, which then ended, interrupted nothing
+    report.interrupted = stop.requested and not finished
     return report
 
 
@@ -158,8 +163,8 @@ class _ResultWriter:
 
 
 def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
-             writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> None:
-    """The cells of one env in rounds: each round runs every cell that wants another process once, the cells in an
+             writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> bool:
+    """The cells of one env in rounds (True: every cell got all its processes, False: a stop came first): each round runs every cell that wants another process once, the cells in an
     order shuffled per round, so that drift (clocks, heat, the host) hits every workflow alike; each process is a
     fresh worker (worker_scope "cell"), or a worker runs its share of the round (worker_scope "round"). One worker
     thread per GPU (one in all on a CPU), each with its own runtime; a cell stays on the GPU that ran its first
@@ -171,12 +176,12 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
                                      config_key=env_plan.config_key, order_seed=options.order_seed,
                                      worker_scope=options.worker_scope, git_rev=git_rev, rerun=options.rerun)
     with recovery.claimed(workdir, described):
-        _run_cells(env, env_plan, options, runtime_factory, writer, listener, stop, workdir, git_rev)
+        return _run_cells(env, env_plan, options, runtime_factory, writer, listener, stop, workdir, git_rev)
 
 
 def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
                writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path,
-               git_rev: Optional[str]) -> None:
+               git_rev: Optional[str]) -> bool:
     runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
     try:
         for gpu in options.target.gpus or (None,):
@@ -190,7 +195,7 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
         for round_index in itertools.count():
             due = [cell.job for cell in cells.values() if cell.due()]
             if not due or stop.requested:
-                break
+                return not due
             order = list(due)
             random.Random(f"{options.order_seed}:{env.name}:{round_index}").shuffle(order)
             positions = {job.job_id: position for position, job in enumerate(order)}

@@ -101,6 +101,21 @@ def test_a_stop_request_lets_each_job_in_flight_end_and_be_stored_then_a_rerun_f
     assert len(rows) == 16 and len({row.job_id for row in rows}) == 16
 
 
+def test_a_stop_request_during_the_last_job_interrupts_nothing(tmp_path):
+    """The job in flight ends and is stored, and nothing was left to run: the sweep is complete, not interrupted (its
+    exit code 0, no "to resume" line)."""
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    stop = StopRequest()
+
+    class StopAtTheStart(sweeping.SweepListener):
+        def job_started(self, job) -> None:
+            stop.after_job.set()
+
+    report = sweeping.run(options(tmp_path, 1, grid_suite(models=1, batches=1)), store, StopAtTheStart(),
+                          runtime_factory=simulated(), stop=stop)
+    assert stop.requested and not report.interrupted and len(store.rows()) == 1
+
+
 def test_a_stop_now_drops_the_jobs_in_flight(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     stop = StopRequest()
