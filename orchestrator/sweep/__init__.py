@@ -117,8 +117,8 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
             continue
         finished &= _run_env(env, env_plan, options, runtime_factory, writer, listener, stop,
                              options.workdir / f"{options.sweep_id}-{env.name}")
-    # a stop that came while the last jobs ran, which then ended, interrupted nothing
-    report.interrupted = stop.requested and not finished
+    # only a stop leaves cells unfinished; one that came while the last jobs ran, which then ended, interrupted nothing
+    report.interrupted = not finished
     return report
 
 
@@ -164,13 +164,14 @@ class _ResultWriter:
 
 def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
              writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> bool:
-    """The cells of one env in rounds (True: every cell got all its processes, False: a stop came first): each round runs every cell that wants another process once, the cells in an
+    """The cells of one env in rounds: each round runs every cell that wants another process once, the cells in an
     order shuffled per round, so that drift (clocks, heat, the host) hits every workflow alike; each process is a
     fresh worker (worker_scope "cell"), or a worker runs its share of the round (worker_scope "round"). One worker
     thread per GPU (one in all on a CPU), each with its own runtime; a cell stays on the GPU that ran its first
     process (a cell never mixes GPUs). A cell an earlier, stopped sweep left short of its processes starts from the
     processes it stored. Every process's result is stored as it arrives: a killed sweep loses only those in
-    flight, and of those the next sweep reads back what the workers wrote (recovery)."""
+    flight, and of those the next sweep reads back what the workers wrote (recovery). True when every cell got all
+    its processes; False when a stop request came first."""
     git_rev = provenance.git_revision()
     described = recovery.SweepRecord(sweep_id=options.sweep_id, env=env.name, gpu_tag=options.target.tag,
                                      config_key=env_plan.config_key, order_seed=options.order_seed,
