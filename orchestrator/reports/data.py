@@ -89,7 +89,8 @@ def settings_label(job: JobSpec) -> str:
     lengths = f"{job.input_len} in / {job.output_len} out, " if kind_of(job) == "llm" else ""
     options = job.options.non_default()
     return (f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), "
-            + (f"options {options}, " if options else "") + f"cell {job.cell_settings}")
+            + (f"options {options}, " if options else "") + (f"weights {job.model_path}, " if job.model_path else "")
+            + f"cell {job.cell_settings}")
 
 
 def not_compiled(result: Result) -> bool:

@@ -181,6 +181,22 @@ def test_the_weights_a_row_used_are_in_its_table_row_and_csv():
     assert real.job_id != random.job_id  # a cell of its own
 
 
+def test_a_report_names_the_weights_of_a_checkpoint_cell_beside_the_random_one():
+    from mlcbench.orchestrator.reports.data import CellKey
+    from mlcbench.orchestrator.reports.markdown import markdown
+    from mlcbench.orchestrator.reports.report import build_report
+    from mlcbench.orchestrator.reports.selection import Selection
+    from tests.reports.conftest import make_result
+
+    random = make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=50.0)
+    job = random.job.model_copy(update={"model_path": "/models/ckpt-a"})
+    real = random.model_copy(update={"job": job, "job_id": job.job_id})
+    assert CellKey.of(real) != CellKey.of(random)
+    headings = [line for line in markdown(build_report([random, real], "test", Selection())).splitlines()
+                if line.startswith("**tinyllama-1.1b (bf16) on h100, env local: tokens/s;")]
+    assert len(headings) == 2 and ["weights /models/ckpt-a" in line for line in headings].count(True) == 1, headings
+
+
 def test_a_model_id_is_read_from_the_local_hugging_face_cache_only(mlcbench, tmp_path):
     cache = tmp_path / "hub"
     snapshot = cache / "models--someone--qwen2-tiny" / "snapshots" / "0123abc"
