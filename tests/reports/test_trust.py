@@ -139,6 +139,17 @@ def test_figures_are_read_against_the_spec_and_the_ceiling_measured_in_the_sweep
     assert "3,000 GB/s (spec 3,350)" in text and "bf16 800.0 TFLOPS (spec 989.0)" in text
 
 
+def test_a_figure_over_the_ceiling_measured_in_the_sweep_is_flagged_and_never_printed_as_a_finding():
+    result = make_result("ffn-tinyllama", "eager", 64, "h100", "local", tflops=900.0)
+    result = _with(result, provenance=result.provenance.model_copy(update={"sweep_id": "s1"}))
+    ceiling = Calibration(device="cuda", copy_bytes=1 << 30, copy_gbs=3000.0, gemm_n=8192,
+                          gemm_tflops={"bf16": 800.0}, gpu_tag="h100", sweep_id="s1", measured_at=T0)
+    [row] = perf_rows([result], [ceiling])
+    assert row.efficiency < 1 < row.measured_efficiency and "over 100 % of a bound" in row.flags()
+    text = markdown(build_report([result], "test", Selection(), calibrations=(ceiling,)))
+    assert "91.0 % spec / over 100 % (bound or timing wrong) measured" in text and "112.5 %" not in text
+
+
 def test_throttled_is_read_only_from_clocks_taken_during_the_timed_calls():
     """A slowdown at the start or end of a job (say, left by the previous job) says nothing of its timed calls."""
     from mlcbench.schema import Clocks
