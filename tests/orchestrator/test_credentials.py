@@ -67,26 +67,52 @@ def test_a_password_holding_an_unencoded_at_is_refused_without_its_tail_taken_fo
                    "its password holds an '@'; write it as %40")
 
 
-def test_a_sweep_and_every_report_of_a_store_with_a_password_query_keep_it_hidden(tmp_path, monkeypatch):
-    """SQLite takes (and ignores) a password query parameter: the whole path, sweep to HTML, runs here."""
-    url = f"sqlite:///{tmp_path / 'store.db'}?password={PASSWORD}"
-    echoing = lambda job: Result.without_run(job, "failed", f"the database said {PASSWORD}")  # noqa: E731
+def _sweep_and_report(tmp_path: Path, monkeypatch, url: str, password: str) -> tuple[list[str], list[str]]:
+    """A sweep whose one job fails echoing the password, then every command that shows or writes the store:
+    (what was printed, what was written)."""
+    echoing = lambda job: Result.without_run(job, "failed", f"the database said {password}")  # noqa: E731
     monkeypatch.setattr(sweeping, "make_runtime",
                         lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0, answer=echoing))
     swept = runner.invoke(app, [*TINY, "--db", url, "--workdir", str(tmp_path / "w")])
     assert swept.exit_code == ExitCode.JOBS_FAILED, swept.output
-    outputs = [swept.output]
+    printed = [swept.output]
     for command in (["results"], ["results", "--history"], ["export"], ["export", "--format", "json"],
                     ["report", "--markdown", str(tmp_path / "r.md"), "--html", str(tmp_path / "html")]):
         done = runner.invoke(app, [*command, "--db", url])
         assert done.exit_code == 0, done.output
-        outputs.append(done.output)
-    assert "password=***" in swept.output
-    written = [(tmp_path / "r.md").read_text(), (tmp_path / "html" / "index.html").read_text()]
-    assert "password=***" in written[0]
+        printed.append(done.output)
+    return printed, [(tmp_path / "r.md").read_text(), (tmp_path / "html" / "index.html").read_text()]
+
+
+def test_a_sweep_and_every_report_of_a_store_with_a_password_query_keep_it_hidden(tmp_path, monkeypatch):
+    """SQLite takes (and ignores) a password query parameter: the whole path, sweep to HTML, runs here."""
+    url = f"sqlite:///{tmp_path / 'store.db'}?password={PASSWORD}"
+    printed, written = _sweep_and_report(tmp_path, monkeypatch, url, PASSWORD)
+    assert "password=***" in printed[0] and "password=***" in written[0]
     stored = "\n".join(sqlite3.connect(tmp_path / "store.db").iterdump())
     assert "the database said ***" in stored
-    assert [leaks(text) for text in [*outputs, *written, stored]] == [[]] * (len(outputs) + len(written) + 1)
+    assert [leaks(text) for text in [*printed, *written, stored]] == [[]] * (len(printed) + len(written) + 1)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("form", ["user-info", "query"])
+def test_a_sweep_and_every_report_of_a_postgres_store_keep_its_password_hidden(tmp_path, monkeypatch, schema_url,
+                                                                               form):
+    from sqlalchemy import create_engine, text
+
+    url = make_url(schema_url)
+    if not url.password:
+        pytest.skip("MLCBENCH_TEST_POSTGRES_URL has no password to hide")
+    secret = url.password
+    given = (url.render_as_string(hide_password=False) if form == "user-info"
+             else url.set(password=None).update_query_dict({"password": secret}).render_as_string(False))
+    printed, written = _sweep_and_report(tmp_path, monkeypatch, given, secret)
+    engine = create_engine(schema_url)
+    with engine.connect() as connection:
+        stored = "\n".join(connection.execute(text("SELECT result_json FROM results")).scalars())
+    engine.dispose()
+    assert "the database said ***" in stored
+    assert [secret in text for text in [*printed, *written, stored]] == [False] * (len(printed) + len(written) + 1)
 
 
 def _fake_sbatch(tmp_path: Path, script: str) -> dict[str, str]:
