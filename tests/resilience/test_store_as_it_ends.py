@@ -213,3 +213,33 @@ def test_a_process_read_back_joins_the_processes_its_sweep_went_on_from(tmp_path
     assert recover(tmp_path / "second", store) == 1
     levels = sorted(sorted(p.samples_ms[0] for p in cell.metrics.latency.processes) for cell in store.cells())
     assert levels == [[1.0], [1.0, 2.0]]
+
+
+def test_a_cells_first_ok_line_is_printed_after_its_first_process_not_after_the_whole_sweep(tmp_path, monkeypatch):
+    """Rounds run every cell's first process, then every second one: `sweep` prints a cell's `ok` after its first
+    process, with the count, and again when the cell has all its processes."""
+    from typer.testing import CliRunner
+
+    from mlcbench.orchestrator.cli import app
+
+    answered = []
+
+    def answer(job: JobSpec) -> Result:
+        answered.append(job.model)
+        print(f"<worker answered {len(answered)}>")
+        return _timed(job, 1.0)
+
+    # every process after the first takes 1 s: time enough for the host (polling every 0.05 s) to print the first
+    monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: SimulatedRuntime(
+        env, lambda job: 1.0 if answered else 0.0, answer=answer))
+    suite = tmp_path / "grid.toml"
+    suite.write_text('name = "grid"\ndescription = "two cells of 3 processes"\n[[entries]]\n'
+                     'models = ["matmul-small", "ffn-small"]\nworkflows = ["eager"]\nbatch_sizes = [1]\n'
+                     'repetition = { processes = 3 }\n')
+    done = CliRunner().invoke(app, ["sweep", "--suite", str(suite), "--gpu", "cpu", "--db", str(tmp_path / "s.db"),
+                                    "--workdir", str(tmp_path / "w")])
+    assert done.exit_code == 0 and len(answered) == 6, done.output
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    first_ok = next(i for i, line in enumerate(lines) if line.startswith("ok"))
+    assert lines[first_ok].endswith("1 process") and first_ok < lines.index("<worker answered 2>"), done.stdout
+    assert sum(line.startswith("ok") and line.endswith("3 processes") for line in lines) == 2, done.stdout
