@@ -4,10 +4,11 @@
 # model and batch size swept, then its three variants profiled (benchmarks/decode_profile.py: kernels per step, time
 # per kernel class, bytes per step against the copy bound). The device allows 10 minutes a command: each step starts
 # only if its estimated seconds still fit in BUDGET_S (default 570), a sweep still running at the budget is stopped as
-# Ctrl-C stops it (the cells measured so far are kept), and the same command resumes. The store and the profiles live
-# in /root/decode-ablation (a machine kept warm between calls still holds it, and the compiler caches in /root/cache);
-# a fresh machine starts from SEED_DIR (a copy carried back from an earlier call's $OUT) when given. Each call leaves
-# the store, its CSV export, the profiles and the machine's description in $OUT.
+# Ctrl-C stops it (the cells measured so far are kept; a step that ignores Ctrl-C for 30 s is killed), and the same
+# command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in /root/decode-ablation (a
+# machine kept warm between calls still holds it, and the compiler caches in /root/cache); a fresh machine starts from
+# SEED_DIR (a copy carried back from an earlier call's $OUT) when given. Each step leaves the store, its CSV export,
+# the profiles and the machine's description in $OUT (a call that outlives its limit still brings back the last).
 #
 #   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> [SEED_DIR=.ablation] bash benchmarks/decode_ablation.sh h100
 #
@@ -34,16 +35,17 @@ for step in tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200
     if (( left < 60 )); then echo "stopped before $model b$batch: ${SECONDS}s spent" | tee -a "$state/times.txt"; break; fi
     (( sweep_s > left )) && echo "$model b$batch: ~${sweep_s}s of cold compiles, ${left}s left: stopping at the budget, resume with the same command"
     start=$SECONDS
-    timeout -s INT "$left" python3 -m mlcbench.orchestrator sweep --env local --gpu "$gpu" \
+    timeout --preserve-status -k 30 -s INT "$left" python3 -m mlcbench.orchestrator sweep --env local --gpu "$gpu" \
         --suite benchmarks/suites/decode-ablation.toml --model "$model" --batch-size "$batch" \
         --db "sqlite:///$state/ablation.db" --cache-dir /root/cache 2>&1 | grep -v "━" | tail -12
     code=${PIPESTATUS[0]}
     echo "$(date -u +%FT%TZ) sweep $model b$batch: exit $code, $((SECONDS - start)) s" | tee -a "$state/times.txt"
+    cp -r "$state"/. "$OUT/"  # each step's store and times come back even if a later step outlives the call
     # 3: a cell failed (stored, tried again on resume): its variant's profile says more; 130: stopped at the budget
     if (( code != 0 && code != 3 )); then break; fi
     if (( SECONDS + profile_s > budget )); then echo "profile $model b$batch: ~${profile_s}s, not in this call"; break; fi
     start=$SECONDS
-    timeout -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" --batch-size "$batch" \
+    timeout -k 30 -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" --batch-size "$batch" \
         "${variants[@]}" --cache-dir /root/cache/local --json "$profile.part" 2>&1 | tail -45 \
         && mv "$profile.part" "$profile"
     echo "$(date -u +%FT%TZ) profile $model b$batch: $((SECONDS - start)) s" | tee -a "$state/times.txt"
