@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import subprocess
@@ -104,3 +105,21 @@ def envs_copy(tmp_path, monkeypatch) -> Path:
     shutil.copytree(REPO / "envs", root)
     monkeypatch.setenv(ENVS_DIR_VARIABLE, str(root))
     return root
+
+
+@pytest.fixture
+def gpt2_suite(tmp_path) -> Path:
+    """A suite file whose own model is a tiny GPT-2 from its config folder, through eager and torch_compile_decode:
+    a decoder Hugging Face runs but the compiled decode loop has no code for."""
+    folder = tmp_path / "configs" / "gpt2-tiny"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4,
+        "vocab_size": 512, "n_positions": 128, "torch_dtype": "float32"}))
+    suite = tmp_path / "gpt2.toml"
+    suite.write_text('name = "gpt2"\ndescription = "an architecture outside the Llama family"\n'
+                     '[models.gpt2-tiny]\nconfig = "configs/gpt2-tiny"\n'
+                     '[[entries]]\nmodels = ["gpt2-tiny"]\nworkflows = ["eager", "torch_compile_decode"]\n'
+                     'batch_sizes = [1]\ninput_len = 8\noutput_len = 4\nwarmup = 0\nrepeats = 1\n'
+                     'repetition = { processes = 1, max_processes = 1 }\n')
+    return suite

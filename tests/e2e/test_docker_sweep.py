@@ -29,18 +29,27 @@ def test_sweep_in_the_cpu_env_stores_rows_with_the_image_digest(cpu_image, tmp_p
     assert len(Store(db).rows(env="cpu")) == len(rows)
 
 
-def test_own_models_from_config_folders_run_in_the_cpu_image(cpu_image, tmp_path):
+def test_own_models_from_config_folders_run_in_the_cpu_image(cpu_image, tmp_path, gpt2_suite):
     """A suite's own LLMs reach a container worker inside their job specs (config.json read on the host, no mount):
     the Llama-3-style and the Qwen2-style model of the README's example through eager, the static cache and the
-    compiled decode loop, correct against eager."""
+    compiled decode loop, correct against eager (teacher-forced); a GPT-2, which the compiled decode loop refuses
+    there naming the architecture."""
     suite = Path(__file__).resolve().parents[2] / "benchmarks" / "suites" / "own-models.toml"
     db = f"sqlite:///{tmp_path / 'results.db'}"
-    outcome = CliRunner().invoke(app, [
-        "sweep", "--env", "cpu", "--gpu", "cpu", "--suite", str(suite),
-        "--batch-size", "1", "--db", db, "--workdir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")])
+    options = ["--env", "cpu", "--gpu", "cpu", "--db", db, "--workdir", str(tmp_path / "work"),
+               "--cache-dir", str(tmp_path / "cache")]
+    outcome = CliRunner().invoke(app, ["sweep", "--suite", str(suite), "--batch-size", "1", *options])
     assert outcome.exit_code == 0, outcome.output
     results = Store(db).cells(env="cpu")
     assert {(result.job.model, result.job.workflow, result.status) for result in results} == {
         (model, workflow, "ok") for model in ("llama3-tiny", "qwen2-tiny")
         for workflow in ("eager", "torch_compile_static", "torch_compile_decode")}
-    assert all(result.correctness.passed for result in results if result.job.workflow != "eager")
+    checks = [result.correctness for result in results if result.job.workflow != "eager"]
+    assert all(check.method == "teacher_forced" and check.passed for check in checks), checks
+
+    outcome = CliRunner().invoke(app, ["sweep", "--suite", str(gpt2_suite), *options])
+    assert outcome.exit_code == 0, outcome.output
+    gpt2 = {result.job.workflow: result for result in Store(db).cells(env="cpu") if result.job.model == "gpt2-tiny"}
+    assert {workflow: result.status for workflow, result in gpt2.items()} == {
+        "eager": "ok", "torch_compile_decode": "unsupported"}
+    assert "architecture GPT2LMHeadModel is not implemented" in gpt2["torch_compile_decode"].reason

@@ -48,9 +48,10 @@ def test_own_models_carry_their_config_and_keep_their_ids_wherever_the_file_lies
 
 
 def test_the_readme_example_is_the_committed_suite_file():
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
-    assert block == OWN_MODELS.read_text()
+    # the one TOML example of the README's "Benchmark your own model" is the file the end-to-end tests sweep
+    section = (REPO / "README.md").read_text().split("\n## Benchmark your own model\n", 1)[1].split("\n## ", 1)[0]
+    assert section.count("```toml\n") == 1
+    assert section.split("```toml\n", 1)[1].split("```", 1)[0] == OWN_MODELS.read_text()
 
 
 def test_the_grid_from_the_command_line_is_a_one_entry_suite():
@@ -61,6 +62,22 @@ def test_the_grid_from_the_command_line_is_a_one_entry_suite():
     assert {(job.model, job.input_len, job.output_len) for job in jobs} == {("qwen2-tiny", 128, 64),
                                                                             ("llama-2layer", 128, 64)}
     assert {job.batch_size for job in jobs} == {1, 8}
+
+
+def test_the_grid_from_the_command_line_reaches_the_jobs_it_stores(mlcbench, tmp_path):
+    """--model FOLDER --workflow ... --batch-size 1,8 --input-len 128 --output-len 256: one cell per workflow and
+    batch, each of those lengths (workflows that refuse LLMs, so the planner stores them without a worker)."""
+    folder = _config_folder(tmp_path, max_position_embeddings=512)
+    done = mlcbench("sweep", "--model", str(folder), "--workflow", "aot_inductor,torchscript", "--batch-size", "1,8",
+                    "--input-len", "128", "--output-len", "256")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "suite command-line" in done.stdout, done.stdout
+    jobs = [json.loads(job) for (job,) in sqlite3.connect(tmp_path / "results" / "mlcbench.db").execute(
+        "select json_extract(result_json, '$.job') from results")]
+    assert sorted((job["model"], job["workflow"], job["batch_size"], job["input_len"], job["output_len"])
+                  for job in jobs) == [("model", workflow, batch, 128, 256)
+                                       for workflow in ("aot_inductor", "torchscript") for batch in (1, 8)]
+    assert all(job["model_info"]["hf_config"]["rope_scaling"]["rope_type"] == "llama3" for job in jobs)
 
 
 def _suite(tmp_path: Path, body: str) -> str:
@@ -88,7 +105,7 @@ BAD_SUITES = {
                          "bad.toml: entries[0].batchsize: Extra inputs are not permitted"),
     "a config folder without config.json": (
         lambda tmp: (tmp / "empty").mkdir() or _suite(tmp, HEAD + '[models.tiny]\nconfig = "empty"\n' + GOOD_ENTRY),
-        "bad.toml: models.tiny.config: "),
+        ("bad.toml: models.tiny.config: ", "/empty has no config.json")),
     "an architecture transformers does not know": (
         lambda tmp: _config_folder(tmp, model_type="nonsense", architectures=["NonsenseForCausalLM"])
         and _suite(tmp, HEAD + '[models.tiny]\nconfig = "model"\n' + GOOD_ENTRY),
@@ -108,7 +125,8 @@ BAD_SUITES = {
 def test_a_bad_suite_file_is_one_error_line_exit_2_and_nothing_stored(mlcbench, tmp_path, make, message):
     done = mlcbench("sweep", "--suite", make(tmp_path))
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
+    parts = (message,) if isinstance(message, str) else message
+    assert done.stderr.startswith("error: ") and all(part in done.stderr for part in parts), done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert not (tmp_path / "results").exists()
 
@@ -145,9 +163,12 @@ def test_a_checkpoint_of_another_shape_is_refused_naming_each_difference(mlcbenc
     assert not (tmp_path / "results").exists()
 
 
-def test_own_models_run_end_to_end_correct_against_eager_and_unsupported_with_the_reason(mlcbench, tmp_path):
+def test_own_models_run_end_to_end_correct_against_eager_and_unsupported_with_the_reason(mlcbench, tmp_path,
+                                                                                         gpt2_suite):
     """The README's example, at batch 1: eager, torch_compile_static and torch_compile_decode on a Llama-3-style and a
-    Qwen2-style model from their config folders, in the local env."""
+    Qwen2-style model from their config folders, in the local env, each checked against eager token by token
+    (teacher-forced); then a GPT-2 from its config folder, which eager runs and the compiled decode loop refuses,
+    naming the architecture."""
     done = mlcbench("sweep", "--suite", str(OWN_MODELS), "--batch-size", "1", timeout=1500)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = sqlite3.connect(tmp_path / "results" / "mlcbench.db").execute(
@@ -159,7 +180,15 @@ def test_own_models_run_end_to_end_correct_against_eager_and_unsupported_with_th
         result = json.loads(result_json)
         assert result["job"]["model_info"]["hf_config"]["model_type"] in ("llama", "qwen2")
         if workflow != "eager":
+            assert result["correctness"]["method"] == "teacher_forced", (model, workflow, result["correctness"])
             assert result["correctness"]["passed"], (model, workflow, result["correctness"])
+    done = mlcbench("sweep", "--suite", str(gpt2_suite), "--db", f"sqlite:///{tmp_path / 'gpt2.db'}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    stored = {workflow: json.loads(result_json) for workflow, result_json in sqlite3.connect(
+        tmp_path / "gpt2.db").execute("select workflow, result_json from results")}
+    assert {workflow: result["status"] for workflow, result in stored.items()} == {
+        "eager": "ok", "torch_compile_decode": "unsupported"}
+    assert "architecture GPT2LMHeadModel is not implemented" in stored["torch_compile_decode"]["reason"], stored
 
 
 def test_the_weights_a_row_used_are_in_its_table_row_and_csv():
@@ -195,6 +224,30 @@ def test_a_report_names_the_weights_of_a_checkpoint_cell_beside_the_random_one()
     headings = [line for line in markdown(build_report([random, real], "test", Selection())).splitlines()
                 if line.startswith("**tinyllama-1.1b (bf16) on h100, env local: tokens/s;")]
     assert len(headings) == 2 and ["weights /models/ckpt-a" in line for line in headings].count(True) == 1, headings
+
+
+def test_a_layout_the_catalog_does_not_count_has_no_decode_bound_stored_or_reported():
+    """A GPT-2 on an H100: no % of the decode bound is stored, given in a table or drawn in the decode section, where
+    a Llama-3-style own model of the same timings has one (its bytes counted from its config)."""
+    from mlcbench.orchestrator.reports.data import spec_fraction
+    from mlcbench.orchestrator.reports.sections.decode import decode_lines
+    from mlcbench.orchestrator.store.provenance import finish
+    from mlcbench.schema.catalog import llm_from_hf_config
+    from tests.reports.conftest import make_result
+
+    def on_h100(settings: dict):
+        base = make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=50.0)
+        job = base.job.model_copy(update={"model": settings["model_type"], "model_info": llm_from_hf_config(settings)})
+        metrics = base.metrics.model_copy(update={"tpot_ms": 2.0, "bandwidth_fraction": None})
+        return finish(base.model_copy(update={"job": job, "job_id": job.job_id, "metrics": metrics}), "local", "h100",
+                      None, None)
+
+    llama = on_h100(json.loads((SUITES / "configs" / "llama3-tiny" / "config.json").read_text()))
+    gpt2 = on_h100({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 512,
+                    "n_positions": 128})
+    assert llama.metrics.bandwidth_fraction > 0 and spec_fraction(llama) > 0
+    assert gpt2.metrics.bandwidth_fraction is None and spec_fraction(gpt2) is None
+    assert [line.model for line in decode_lines([llama, gpt2])] == ["llama"]
 
 
 def test_a_model_id_is_read_from_the_local_hugging_face_cache_only(mlcbench, tmp_path):
