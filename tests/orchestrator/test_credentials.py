@@ -94,18 +94,23 @@ def test_a_sweep_and_every_report_of_a_store_with_a_password_query_keep_it_hidde
     assert [leaks(text) for text in [*printed, *written, stored]] == [[]] * (len(printed) + len(written) + 1)
 
 
+def _password_given_as(form: str, schema_url: str) -> tuple[str, str]:
+    """The test server's URL with its password in the user-info or as a query parameter, and the password."""
+    url = make_url(schema_url)
+    if not url.password:
+        pytest.skip("MLCBENCH_TEST_POSTGRES_URL has no password to hide")
+    given = (url.render_as_string(hide_password=False) if form == "user-info"
+             else url.set(password=None).update_query_dict({"password": url.password}).render_as_string(False))
+    return given, url.password
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("form", ["user-info", "query"])
 def test_a_sweep_and_every_report_of_a_postgres_store_keep_its_password_hidden(tmp_path, monkeypatch, schema_url,
                                                                                form):
     from sqlalchemy import create_engine, text
 
-    url = make_url(schema_url)
-    if not url.password:
-        pytest.skip("MLCBENCH_TEST_POSTGRES_URL has no password to hide")
-    secret = url.password
-    given = (url.render_as_string(hide_password=False) if form == "user-info"
-             else url.set(password=None).update_query_dict({"password": secret}).render_as_string(False))
+    given, secret = _password_given_as(form, schema_url)
     printed, written = _sweep_and_report(tmp_path, monkeypatch, given, secret)
     engine = create_engine(schema_url)
     with engine.connect() as connection:
@@ -131,12 +136,7 @@ def test_a_slurm_submission_and_the_reports_of_a_postgres_store_keep_its_passwor
                                                                                       schema_url, form):
     if not POSTGRES_URL:
         pytest.skip(NO_POSTGRES)
-    url = make_url(schema_url)
-    if not url.password:
-        pytest.skip("MLCBENCH_TEST_POSTGRES_URL has no password to hide")
-    secret = url.password
-    given = (url.render_as_string(hide_password=False) if form == "user-info"
-             else url.set(password=None).update_query_dict({"password": secret}).render_as_string(False))
+    given, secret = _password_given_as(form, schema_url)
     env = _fake_sbatch(tmp_path, f'echo "$@" > {tmp_path / "sbatch-args"}; echo 4242')
     done = mlcbench("sweep", "--runtime", "slurm", "--gpu", "cpu", "--suite", "tiny", "--model", "matmul-small",
                     "--db", given, "--workdir", "work", env=env)
