@@ -107,6 +107,11 @@ def envs_copy(tmp_path, monkeypatch) -> Path:
     return root
 
 
+# a decoder outside the Llama family, small enough for any test
+GPT2_TINY_CONFIG = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 512,
+                    "n_positions": 128}
+
+
 @pytest.fixture
 def gpt2_suite(tmp_path) -> Path:
     """A suite file whose own model is a tiny GPT-2 from its config folder, through eager and torch_compile_decode:
@@ -114,8 +119,7 @@ def gpt2_suite(tmp_path) -> Path:
     folder = tmp_path / "configs" / "gpt2-tiny"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({
-        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4,
-        "vocab_size": 512, "n_positions": 128, "torch_dtype": "float32"}))
+        "architectures": ["GPT2LMHeadModel"], **GPT2_TINY_CONFIG, "torch_dtype": "float32"}))
     suite = tmp_path / "gpt2.toml"
     suite.write_text('name = "gpt2"\ndescription = "an architecture outside the Llama family"\n'
                      '[models.gpt2-tiny]\nconfig = "configs/gpt2-tiny"\n'

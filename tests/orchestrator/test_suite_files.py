@@ -233,6 +233,7 @@ def test_a_layout_the_catalog_does_not_count_has_no_decode_bound_stored_or_repor
     from mlcbench.orchestrator.reports.sections.decode import decode_lines
     from mlcbench.orchestrator.store.provenance import finish
     from mlcbench.schema.catalog import llm_from_hf_config
+    from tests.conftest import GPT2_TINY_CONFIG
     from tests.reports.conftest import make_result
 
     def on_h100(settings: dict):
@@ -243,8 +244,7 @@ def test_a_layout_the_catalog_does_not_count_has_no_decode_bound_stored_or_repor
                       None, None)
 
     llama = on_h100(json.loads((SUITES / "configs" / "llama3-tiny" / "config.json").read_text()))
-    gpt2 = on_h100({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 512,
-                    "n_positions": 128})
+    gpt2 = on_h100(GPT2_TINY_CONFIG)
     assert llama.metrics.bandwidth_fraction > 0 and spec_fraction(llama) > 0
     assert gpt2.metrics.bandwidth_fraction is None and spec_fraction(gpt2) is None
     assert [line.model for line in decode_lines([llama, gpt2])] == ["llama"]
