@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # torch_compile_decode's ablation on the GPU machine (issue 32): base (fused_projections=false) -> +fused (the
-# default) -> +PDL (pdl=true) at TinyLlama and Llama-2-7B, b1 and b64 (benchmarks/suites/decode-ablation.toml), each
+# default) -> +PDL (pdl=true) -> +Triton GEMV (b1) at TinyLlama and Llama-2-7B, b1 and b64, and Llama-2 b64 with
+# max-autotune (benchmarks/suites/decode-ablation.toml), each
 # model and batch size swept, then its three variants profiled (benchmarks/decode_profile.py: kernels per step, time
 # per kernel class, bytes per step against the copy bound). The device allows 10 minutes a command: each step starts
 # only if its estimated seconds still fit in BUDGET_S (default 570), a sweep still running at the budget is stopped as
@@ -26,6 +27,7 @@ budget=${BUDGET_S:-570}
   python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
 } | tee -a "$state/machine.txt"
 variants=(--options '{"fused_projections": false}' --options '{}' --options '{"pdl": true}')
+declare -A extra_variant=([1]='{"pdl": true, "triton_gemv": true}' [64]='{"pdl": true, "compile_mode": "max-autotune"}')
 # MODEL:BATCH:SWEEP_S:PROFILE_S, cheapest first (a sweep step is three cold compiles and their timed calls)
 for step in tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200 llama2-7b:64:560:200; do
     IFS=: read -r model batch sweep_s profile_s <<<"$step"
@@ -46,7 +48,7 @@ for step in tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200
     if (( SECONDS + profile_s > budget )); then echo "profile $model b$batch: ~${profile_s}s, not in this call"; break; fi
     start=$SECONDS
     timeout -k 30 -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" --batch-size "$batch" \
-        "${variants[@]}" --cache-dir /root/cache/local --json "$profile.part" 2>&1 | tail -45 \
+        "${variants[@]}" --options "${extra_variant[$batch]}" --cache-dir /root/cache/local --json "$profile.part" 2>&1 | tail -45 \
         && mv "$profile.part" "$profile"
     echo "$(date -u +%FT%TZ) profile $model b$batch: $((SECONDS - start)) s" | tee -a "$state/times.txt"
 done

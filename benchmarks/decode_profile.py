@@ -29,7 +29,7 @@ from mlcbench.workers.decode.compiled_step import CompiledStepRunner, pdl_unavai
 from mlcbench.workers.decode.static_llama import StaticLlama
 from mlcbench.workers.models import llm
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
-from mlcbench.workers.workflows.torch_compile_decode import eos_token_ids
+from mlcbench.workers.workflows.torch_compile_decode import eos_token_ids, projection_linear
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 GEMM = re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk", re.IGNORECASE)
@@ -110,7 +110,7 @@ def main() -> int:
                         help="comma-separated or repeated (default 1)")
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=32)
-    parser.add_argument("--mode", default="reduce-overhead")
+    parser.add_argument("--mode", default="reduce-overhead", help="the step's compile mode where a variant sets none")
     parser.add_argument("--options", type=WorkflowOptions.model_validate_json, action="append",
                         help="one variant's workflow options as JSON (repeatable; default: the workflow's defaults)")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR / "local",
@@ -140,8 +140,10 @@ def main() -> int:
         with torch.no_grad(), warm_start_caches(args.cache_dir / "torch_compile_decode", torch.device("cuda"),
                                                 precompile_shape=job_shape(job)):
             hf_model = llm.build(info, job, DTYPES[job.precision], torch.device("cuda"))
-            static = StaticLlama(hf_model, fuse_projections=options.fused_projections is not False)
-            runner = CompiledStepRunner(static, eos_token_ids(hf_model), args.mode, pdl=bool(options.pdl))
+            static = StaticLlama(hf_model, fuse_projections=options.fused_projections is not False,
+                                 linear=projection_linear(options))
+            runner = CompiledStepRunner(static, eos_token_ids(hf_model), options.compile_mode or args.mode,
+                                        pdl=bool(options.pdl))
             prompt = llm.prompt_ids(info, job, torch.device("cuda"))
             start = time.perf_counter()
             for _ in range(3):  # compile (or load from the cache), record the CUDA graphs

@@ -258,7 +258,8 @@ class WorkflowInfo(StrictModel):
     # it compiles through torch.compile (dynamo): no graph compiled means it ran eager code
     dynamo: bool = False
     # the techniques its options switch on and off, in the order an ablation adds them: each names a WorkflowOptions
-    # field and the Applied field recording whether a run used it (the report's ablation climbs from none to all)
+    # field and the Applied field recording whether a run used it (the report's ablation climbs from none to all);
+    # a new one goes at the end (a result that recorded the ones before it and not it predates it: it did not run it)
     techniques: tuple[str, ...] = ()
 
     @property
@@ -286,7 +287,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name="torch_compile_static", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="torch_compile_decode", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
-                 techniques=("fused_projections", "pdl"),
+                 techniques=("fused_projections", "pdl", "triton_gemv"),
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
     WorkflowInfo(name="aot_inductor", why_not={"llm": "no decode loop runs an AOTInductor package yet"},

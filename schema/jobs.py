@@ -18,12 +18,14 @@ class WorkflowOptions(StrictModel):
     min_block_size: Optional[int] = Field(default=None, ge=1)
     fp32_accumulation: Optional[bool] = None
     # torch_compile_decode's techniques, each one step of an ablation: q/k/v and gate/up each one GEMM over weights
-    # concatenated at load (default on); programmatic dependent launch in Inductor's Triton kernels (default off)
+    # concatenated at load (default on); programmatic dependent launch in Inductor's Triton kernels (default off);
+    # the batch-1 projections through mlcbench's Triton GEMV kernel instead of Inductor's reduction (default off)
     fused_projections: Optional[bool] = None
     pdl: Optional[bool] = None
+    triton_gemv: Optional[bool] = None
 
     # options added after stores were written: left out of a job's identity while None, so old job ids stay valid
-    LATER: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl")
+    LATER: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "triton_gemv")
 
     def non_default(self) -> str:
         """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""

@@ -14,12 +14,15 @@ from tests.reports.test_verdicts import cell
 DECODE = "torch_compile_decode"
 
 
-def variant(medians: list[float], fused: Optional[bool], pdl: Optional[bool], passed: bool = True, batch: int = 1):
+def variant(medians: list[float], fused: Optional[bool], pdl: Optional[bool], passed: bool = True, batch: int = 1,
+            triton_gemv: Optional[bool] = None):
     """A torch_compile_decode cell run with these options, recording what it applied (None: not recorded)."""
     result = cell("llama2-7b", DECODE, medians, batch=batch, passed=passed)
-    options = WorkflowOptions(fused_projections=None if fused is None or fused else False, pdl=pdl or None)
+    options = WorkflowOptions(fused_projections=None if fused is None or fused else False, pdl=pdl or None,
+                              triton_gemv=triton_gemv or None)
     job = result.job.model_copy(update={"options": options})
-    metrics = result.metrics.model_copy(update={"applied": Applied(fused_projections=fused, pdl=pdl)})
+    metrics = result.metrics.model_copy(
+        update={"applied": Applied(fused_projections=fused, pdl=pdl, triton_gemv=triton_gemv)})
     return result.model_copy(update={"job": job, "job_id": job.job_id, "metrics": metrics})
 
 
@@ -58,3 +61,12 @@ def test_cells_whose_techniques_were_not_recorded_or_do_not_differ_make_no_ladde
     assert ablations(perf_rows([unrecorded, fused])) == []
     other_batch = variant([6.0, 6.06, 5.94], fused=False, pdl=False, batch=64)
     assert ablations(perf_rows([fused, other_batch])) == []  # another batch is another ladder, of one rung
+
+
+def test_a_cell_stored_before_a_later_technique_existed_stands_on_the_ladder_without_it():
+    # recorded fused and PDL but not triton_gemv: stored before that option was added, so it did not use the kernel
+    before = variant([5.0, 5.05, 4.95], fused=True, pdl=True)
+    gemv = variant([4.0, 4.04, 3.96], fused=True, pdl=True, triton_gemv=True)
+    [ablation] = ablations(perf_rows([gemv, before]))
+    assert [rung.techniques for rung in ablation.rungs] == [("fused_projections", "pdl"),
+                                                             ("fused_projections", "pdl", "triton_gemv")]

@@ -76,6 +76,33 @@ def test_unfused_projections_are_the_hf_weights_themselves_one_gemm_each():
     assert not hasattr(block, "wqkv") and not hasattr(block, "w13")
 
 
+@pytest.mark.parametrize("fused", [True, False])
+@torch.no_grad()
+def test_every_projection_and_the_lm_head_go_through_the_linear_the_model_is_given(fused):
+    model = hf_model()
+    seen = []
+
+    def recording_linear(x, weight, bias=None):
+        seen.append(tuple(weight.shape))
+        return torch.nn.functional.linear(x, weight, bias)
+
+    prompt = torch.randint(3, 32000, (1, 5), generator=torch.Generator().manual_seed(3))
+    reference = plain(StaticLlama(model, fuse_projections=fused), [2]).generate(prompt, 3, with_logits=True)
+    out = plain(StaticLlama(model, fuse_projections=fused, linear=recording_linear), [2]).generate(
+        prompt, 3, with_logits=True)
+    torch.testing.assert_close(out.step_logits, reference.step_logits, rtol=0, atol=0)
+    config = model.config
+    per_layer = 4 if fused else 7  # q/k/v, o, gate/up, down; unfused q, k, v and gate, up apart
+    calls_per_forward = config.num_hidden_layers * per_layer + 1  # and the LM head
+    assert len(seen) == 3 * calls_per_forward  # the prefill and two steps
+    assert seen[calls_per_forward - 1] == (config.vocab_size, config.hidden_size)
+
+
+def test_triton_gemv_is_refused_off_a_cuda_gpu(tmp_path):
+    refused = run_job(job(options={"triton_gemv": True}), tmp_path)
+    assert refused.status == "unsupported" and "triton_gemv" in refused.reason and "cpu" in refused.reason
+
+
 def test_pdl_is_a_compile_option_of_the_decode_step_only_and_refused_where_inductor_would_drop_it(tmp_path,
                                                                                                    monkeypatch):
     assert compile_options("reduce-overhead", pdl=True)["triton.enable_pdl"] is True

@@ -12,6 +12,8 @@ Same weights, not a copy: the fused tensors are built once and the HF model's q/
 of them (unfused, the HF weights themselves), so both models keep computing with the very same storage and memory is
 not doubled."""
 
+from typing import Callable
+
 import torch
 from torch import nn
 
@@ -89,9 +91,13 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos[:, None, :] + rotated * sin[:, None, :]
 
 
+Linear = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+
 class Block(nn.Module):
-    def __init__(self, layer, config, fuse_projections: bool = True):
+    def __init__(self, layer, config, fuse_projections: bool = True, linear: Linear = nn.functional.linear):
         super().__init__()
+        self.linear = linear
         attention, mlp = layer.self_attn, layer.mlp
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
@@ -127,18 +133,18 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attend(rms_norm(x, self.attention_norm, self.eps), positions, cos, sin)
         gate, up = self.gate_up(rms_norm(x, self.ffn_norm, self.eps))
-        return x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
+        return x + self.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
 
     def gate_up(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.fused:
-            return torch.nn.functional.linear(x, self.w13, self.b13).chunk(2, dim=-1)
-        return torch.nn.functional.linear(x, self.w1, self.b1), torch.nn.functional.linear(x, self.w3, self.b3)
+            return self.linear(x, self.w13, self.b13).chunk(2, dim=-1)
+        return self.linear(x, self.w1, self.b1), self.linear(x, self.w3, self.b3)
 
     def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.fused:
             q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-            return torch.nn.functional.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
-        return tuple(torch.nn.functional.linear(x, weight, bias)
+            return self.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
+        return tuple(self.linear(x, weight, bias)
                      for weight, bias in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
 
     def attend(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -159,19 +165,22 @@ class Block(nn.Module):
         weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype)
         out = torch.matmul(weights, self.v_cache)  # [batch, kv_heads, group * tokens, head_dim]
         out = out.view(batch, self.kv_heads, group, tokens, self.head_dim).permute(0, 3, 1, 2, 4)
-        return torch.nn.functional.linear(out.reshape(batch, tokens, self.heads * self.head_dim), self.wo, self.bo)
+        return self.linear(out.reshape(batch, tokens, self.heads * self.head_dim), self.wo, self.bo)
 
 
 class StaticLlama(nn.Module):
-    def __init__(self, hf_model, max_length: "int | None" = None, fuse_projections: bool = True):
+    def __init__(self, hf_model, max_length: "int | None" = None, fuse_projections: bool = True,
+                 linear: Linear = nn.functional.linear):
         """max_length: the most positions a generation will fill (prompt + new tokens); None: the model's maximum.
-        fuse_projections: q/k/v and gate/up each one GEMM (False: one GEMM per projection)."""
+        fuse_projections: q/k/v and gate/up each one GEMM (False: one GEMM per projection). linear: every projection
+        and the LM head (F.linear's signature; workers/decode/gemv.py's kernel for one)."""
         super().__init__()
+        self.linear = linear
         config = hf_model.config
         check_fits(hf_model, max_length or config.max_position_embeddings)
         self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
         self.embed = _shared(hf_model.model.embed_tokens.weight)
-        self.layers = nn.ModuleList(Block(layer, config, fuse_projections) for layer in hf_model.model.layers)
+        self.layers = nn.ModuleList(Block(layer, config, fuse_projections, linear) for layer in hf_model.model.layers)
         self.norm = _shared(hf_model.model.norm.weight)
         self.lm_head = _shared(hf_model.lm_head.weight)
         self.eps = config.rms_norm_eps
@@ -198,4 +207,4 @@ class StaticLlama(nn.Module):
         cos, sin = self.cos[positions], self.sin[positions]
         for layer in self.layers:
             x = layer(x, positions, cos, sin)
-        return torch.nn.functional.linear(rms_norm(x[:, -1], self.norm, self.eps), self.lm_head)
+        return self.linear(rms_norm(x[:, -1], self.norm, self.eps), self.lm_head, None)

@@ -2,16 +2,19 @@
 static KV cache in its buffers; forward, greedy token choice and position update are one graph with fullgraph,
 replayed as a CUDA graph (mode reduce-overhead) with no host sync inside the loop; prefill compiled on its own with
 dynamic shapes; coordinate-descent tuning on every generated kernel. Options turn techniques on or off, each recorded
-in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere).
+in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere),
+`triton_gemv` (default off; the batch-1 projections as mlcbench's Triton GEMV kernel, CUDA only).
 Inductor's caches and dynamo's precompile cache live in the env's cache folder, so the next process loads the compiled
 step instead of tracing the model again."""
 
 from contextlib import contextmanager
 
+import torch
+
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner, pdl_unavailable
-from mlcbench.workers.decode.static_llama import StaticLlama, Unfit
+from mlcbench.workers.decode.static_llama import Linear, StaticLlama, Unfit
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
-from mlcbench.schema import Applied
+from mlcbench.schema import Applied, WorkflowOptions
 from mlcbench.workers.interface import Prepared, Unsupported, Workflow
 
 
@@ -22,6 +25,16 @@ def eos_token_ids(model) -> list[int]:
     return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
 
 
+def projection_linear(options: WorkflowOptions) -> Linear:
+    """What every projection and the LM head run: F.linear, or with `triton_gemv` mlcbench's Triton kernel (imported
+    only then: it needs Triton)."""
+    if options.triton_gemv:
+        from mlcbench.workers.decode.gemv import gemv
+
+        return gemv
+    return torch.nn.functional.linear
+
+
 class TorchCompileDecode(Workflow):
     @contextmanager
     def compiling(self, ctx):
@@ -30,18 +43,23 @@ class TorchCompileDecode(Workflow):
 
     def prepare_llm(self, model, ctx):
         options = ctx.job.options
-        fused, pdl = options.fused_projections is not False, bool(options.pdl)
+        fused, pdl, triton_gemv = options.fused_projections is not False, bool(options.pdl), bool(options.triton_gemv)
         # a cell named +PDL whose kernels are the base's would be a mislabelled measurement
         why_no_pdl = pdl_unavailable(ctx.device) if pdl else None
         if why_no_pdl:
             raise Unsupported(f"{self.name}: {why_no_pdl}")
+        if triton_gemv and ctx.device.type != "cuda":
+            raise Unsupported(f"{self.name}: triton_gemv is a Triton kernel for CUDA GPUs; this job runs on "
+                              f"{ctx.device.type}")
         try:
-            static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len, fuse_projections=fused)
+            static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len, fuse_projections=fused,
+                                 linear=projection_linear(options))
         except Unfit as unfit:
             raise Unsupported(f"{self.name}: {unfit}") from None
         # CUDA graphs need a GPU; on a CPU the same graphs run without them
         mode = options.compile_mode or ("reduce-overhead" if ctx.device.type == "cuda" else "default")
         return Prepared(CompiledStepRunner(static, eos_token_ids(model), mode, pdl),
                         Applied(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
-                                decode_loop="compiled_step", fused_projections=fused, pdl=pdl),
+                                decode_loop="compiled_step", fused_projections=fused, pdl=pdl,
+                                triton_gemv=triton_gemv),
                         notes=dict(TUNING))

@@ -26,12 +26,13 @@ class Ablation:
 
 
 def techniques_run(result: Result) -> Optional[tuple[str, ...]]:
-    """The techniques a result ran with, from what the worker recorded (Applied); None where one was not recorded
-    (a result stored before the option existed): such a cell cannot be placed on the ladder."""
+    """The techniques a result ran with, from what the worker recorded (Applied); None where the first was not
+    recorded (a result stored before the options existed): such a cell cannot be placed on the ladder. One unrecorded
+    after a recorded one was added to the catalog after the result was stored, so the result did not run it."""
     ran = []
-    for technique in WORKFLOWS[result.job.workflow].techniques:
+    for index, technique in enumerate(WORKFLOWS[result.job.workflow].techniques):
         used = getattr(result.metrics.applied, technique)
-        if used is None:
+        if used is None and index == 0:
             return None
         if used:
             ran.append(technique)
