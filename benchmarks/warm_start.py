@@ -71,15 +71,17 @@ def main() -> int:
     parser.add_argument("--model", default="llama-2layer")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--output-len", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2, help="warm processes per scenario")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, help="the rows so far, rewritten after each process")
     args = parser.parse_args()
     from mlcbench.schema import MODELS, JobSpec
 
     rows = []
     for workflow in args.workflow.split(","):
         job = JobSpec(model=args.model, workflow=workflow, precision=MODELS[args.model].default_precision,
-                      batch_size=args.batch_size, output_len=8, device=args.device, warmup=1, repeats=3)
+                      batch_size=args.batch_size, output_len=args.output_len, device=args.device, warmup=1,
+                      repeats=3)
         with tempfile.TemporaryDirectory() as folder:
             root, mega = Path(folder), str(Path(folder) / "mega.bin")
             scenarios = [("cold", root / "cache", "", mega)]
@@ -93,8 +95,8 @@ def main() -> int:
                     row["mega_bytes"] = Path(mega).stat().st_size
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=1))
     return 0
 
 
