@@ -1,7 +1,8 @@
 """Batch-1 projections (GEMV) of a decode step, one way at a time, on the GPU (issue 32): what the step's weight reads
-can reach before any change to `torch_compile_decode`. Every layer's weights of the model (TinyLlama or Llama-2-7B
-shapes, random) are read once per "step", as a decode step reads them, so nothing stays in L2; the step is one CUDA
-graph, replayed and timed with CUDA events. Ways:
+can reach. Every layer's weights of the model (TinyLlama or Llama-2-7B shapes, random) are read once per "step", as a
+decode step reads them, so nothing stays in L2; each projection reads (the first columns of) the one before's output,
+as in the model, so no compiler can merge two projections into one kernel; the step is one CUDA graph, replayed and
+timed with CUDA events. Ways:
 
     cublas     F.linear, as eager PyTorch runs it
     inductor   torch.compile of the same projections with gpt-fast's coordinate-descent tuning, which turns a batch-1
@@ -72,13 +73,20 @@ def main() -> int:
     print(f"copy {copy / 1e9:.0f} GB/s, {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     for model in args.model.split(","):
         shapes, layers, head, dtype = SHAPES[model]
-        weights = [[torch.randn(out, inp, dtype=dtype, device="cuda") * 0.02 for inp, out in shapes]
-                   for _ in range(layers)] + [[torch.randn(head[1], head[0], dtype=dtype, device="cuda") * 0.02]]
+        # scaled by 1/sqrt(in): a chain of 100+ projections keeps its values in range
+        weights = [[torch.randn(out, inp, dtype=dtype, device="cuda") * inp ** -0.5 for inp, out in shapes]
+                   for _ in range(layers)] + [[torch.randn(head[1], head[0], dtype=dtype, device="cuda") * head[0] ** -0.5]]
         inputs = {inp: torch.randn(1, inp, dtype=dtype, device="cuda") for inp, _ in shapes + [head]}
+        first = torch.randn(1, shapes[0][0], dtype=dtype, device="cuda")
         total_bytes = sum(w.numel() * w.element_size() for layer in weights for w in layer)
 
         def projections(linear):
-            return [linear(inputs[w.shape[1]], w) for layer in weights for w in layer]
+            outputs, x = [], first
+            for layer in weights:
+                for weight in layer:
+                    x = linear(x[:, :weight.shape[1]], weight)
+                    outputs.append(x)
+            return outputs
 
         reference = projections(torch.nn.functional.linear)
         ways = {

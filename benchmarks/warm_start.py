@@ -72,6 +72,8 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--output-len", type=int, default=8)
+    parser.add_argument("--scenarios", default="cold,warm,warm+mega,mega only",
+                        help="which to run (cold always runs: the others need its caches and artifacts)")
     parser.add_argument("--repeats", type=int, default=2, help="warm processes per scenario")
     parser.add_argument("--json", type=Path, help="the rows so far, rewritten after each process")
     args = parser.parse_args()
@@ -88,6 +90,7 @@ def main() -> int:
             scenarios += [("warm", root / "cache", "", "")] * args.repeats
             scenarios += [("warm+mega", root / "cache", mega, "")] * args.repeats
             scenarios += [("mega only", root / f"empty{index}", mega, "") for index in range(args.repeats)]
+            scenarios = [scenario for scenario in scenarios if scenario[0] in {"cold", *args.scenarios.split(",")}]
             for scenario, cache_dir, load, save in scenarios:
                 row = {"workflow": workflow, "scenario": scenario,
                        **run(job.model_dump_json(), cache_dir, load, save)}
