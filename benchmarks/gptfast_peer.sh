@@ -29,9 +29,8 @@ for arg in "$@"; do
     if [[ $arg == -* ]]; then runner_options+=("$arg"); else cells+=("$arg"); fi
 done
 [ ${#cells[@]} -eq 0 ] && cells=(tinyllama-1.1b:1 tinyllama-1.1b:64 llama2-7b:1 llama2-7b:64)
-# cold compile of gpt-fast's decode step (coordinate-descent tuning on) plus model build and timed calls; not measured
-# yet, guessed from torch_compile_decode's cold Llama-2 compile of 203 s on the H100 (2026-11-24)
-declare -A estimate_s=([tinyllama-1.1b]=150 [llama2-7b]=240 [llama-2layer]=60)
+# seconds a cell takes with its cold compile: b64 measured on the H100 on 2026-11-26 (TinyLlama 64 s, Llama-2 72-87 s)
+declare -A estimate_s=([tinyllama-1.1b]=90 [llama2-7b]=120 [llama-2layer]=60)
 budget=${BUDGET_S:-570}
 export PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
