@@ -29,7 +29,7 @@ from mlcbench.workers.decode.compiled_step import CompiledStepRunner, pdl_unavai
 from mlcbench.workers.decode.static_llama import StaticLlama
 from mlcbench.workers.models import llm
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
-from mlcbench.workers.workflows.torch_compile_decode import eos_token_ids, projection_linear
+from mlcbench.workers.workflows.torch_compile_decode import eos_token_ids, row_kernel
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 GEMM = re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk", re.IGNORECASE)
@@ -141,7 +141,7 @@ def main() -> int:
                                                 precompile_shape=job_shape(job)):
             hf_model = llm.build(info, job, DTYPES[job.precision], torch.device("cuda"))
             static = StaticLlama(hf_model, fuse_projections=options.fused_projections is not False,
-                                 linear=projection_linear(options))
+                                 row_kernel=row_kernel(options))
             runner = CompiledStepRunner(static, eos_token_ids(hf_model), options.compile_mode or args.mode,
                                         pdl=bool(options.pdl))
             prompt = llm.prompt_ids(info, job, torch.device("cuda"))

@@ -12,7 +12,7 @@ from mlcbench.schema import MODELS, JobSpec, Result
 from mlcbench.workers.decode.compiled_step import (CompiledStepRunner, compile_options, decode_step, pdl_unavailable,
                                                    prefill)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.decode.static_llama import StaticLlama
+from mlcbench.workers.decode.static_llama import StaticLlama, Unfit, one_row_projection
 from mlcbench.workers.measurement.dynamo_stats import compile_cache_state
 from mlcbench.workers.models import llm as llm_models
 from mlcbench.workers.runner import run_job
@@ -76,26 +76,39 @@ def test_unfused_projections_are_the_hf_weights_themselves_one_gemm_each():
     assert not hasattr(block, "wqkv") and not hasattr(block, "w13")
 
 
-@pytest.mark.parametrize("fused", [True, False])
 @torch.no_grad()
-def test_every_projection_and_the_lm_head_go_through_the_linear_the_model_is_given(fused):
+def test_one_row_steps_run_every_projection_through_the_row_kernel_with_its_norm_activation_and_residual():
     model = hf_model()
-    seen = []
+    calls = []
 
-    def recording_linear(x, weight, bias=None):
-        seen.append(tuple(weight.shape))
-        return torch.nn.functional.linear(x, weight, bias)
+    def recording_kernel(x, weight, **fusions):
+        calls.append((tuple(weight.shape), tuple(sorted(fusions))))
+        return one_row_projection(x, weight, **fusions)
 
     prompt = torch.randint(3, 32000, (1, 5), generator=torch.Generator().manual_seed(3))
-    reference = plain(StaticLlama(model, fuse_projections=fused), [2]).generate(prompt, 3, with_logits=True)
-    out = plain(StaticLlama(model, fuse_projections=fused, linear=recording_linear), [2]).generate(
-        prompt, 3, with_logits=True)
+    reference = plain(StaticLlama(model), [2]).generate(prompt, 3, with_logits=True)
+    out = plain(StaticLlama(model, row_kernel=recording_kernel), [2]).generate(prompt, 3, with_logits=True)
+    # the same ops in the same order as the model's own path: the very same logits
     torch.testing.assert_close(out.step_logits, reference.step_logits, rtol=0, atol=0)
     config = model.config
-    per_layer = 4 if fused else 7  # q/k/v, o, gate/up, down; unfused q, k, v and gate, up apart
-    calls_per_forward = config.num_hidden_layers * per_layer + 1  # and the LM head
-    assert len(seen) == 3 * calls_per_forward  # the prefill and two steps
-    assert seen[calls_per_forward - 1] == (config.vocab_size, config.hidden_size)
+    q_size = config.num_attention_heads * (config.hidden_size // config.num_attention_heads)
+    kv_size = config.num_key_value_heads * (config.hidden_size // config.num_attention_heads)
+    hidden, inter = config.hidden_size, config.intermediate_size
+    layer = [((q_size + 2 * kv_size, hidden), ("eps", "norm")), ((hidden, q_size), ("residual",)),
+             ((2 * inter, hidden), ("eps", "norm")), ((hidden, inter), ("glu", "residual"))]
+    head = [((config.vocab_size, hidden), ("eps", "norm"))]
+    # the 5-token prefill runs the model's own path up to its one last row's LM head; then the two one-row steps
+    assert calls == head + (layer * config.num_hidden_layers + head) * 2
+
+
+def test_a_row_kernel_needs_fused_projections_without_biases():
+    with pytest.raises(Unfit, match="fuse_projections=False"):
+        StaticLlama(hf_model(), fuse_projections=False, row_kernel=one_row_projection)
+    biased = hf_model()
+    q_proj = biased.model.layers[1].self_attn.q_proj
+    q_proj.bias = torch.nn.Parameter(torch.zeros(q_proj.out_features))
+    with pytest.raises(Unfit, match="biases"):
+        StaticLlama(biased, row_kernel=one_row_projection)
 
 
 def test_triton_gemv_is_refused_off_a_cuda_gpu(tmp_path):

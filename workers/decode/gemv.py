@@ -1,52 +1,79 @@
-"""A batch-1 projection (y = x W^T, x one row) as one Triton kernel that streams the weight once: each program reads
-BLOCK_N whole rows of W in BLOCK_K-wide tiles, accumulates in fp32 and writes BLOCK_N outputs. A torch custom op
-(torch.library.triton_op), so torch.compile keeps it inside the compiled step and its CUDA graph.
+"""A one-row projection (y = x W^T) as one Triton kernel that streams the weight once: each program reads BLOCK_N
+whole rows of W in BLOCK_K-wide tiles, accumulates in fp32 and writes BLOCK_N outputs. It also does what Inductor
+would otherwise fuse into its own reduction around the projection (workers/decode/row_projection.py says exactly
+what, in PyTorch): the RMSNorm of x before it (each program computes x's inverse RMS itself: x is a few KB), SiLU(gate)
+* up of a fused gate/up output before it, the residual add after it. A torch custom op (torch.library.triton_op),
+so torch.compile keeps it inside the compiled step and its CUDA graph.
 
-Why not Inductor's own: with coordinate-descent tuning on (gpt-fast's setting) Inductor turns a batch-1 mm into a
-reduction kernel of its own, which read TinyLlama's weights at about 61 % of the measured copy on an H100
-(benchmarks/README, the decode ablation). Imported only by a job that asks for it (it needs Triton and a GPU)."""
+Why: with coordinate-descent tuning on (gpt-fast's setting) Inductor turns a batch-1 mm into a reduction kernel of
+its own, which read TinyLlama's weights at about 74 % of the measured copy on an H100 (benchmarks/README, "The
+projections alone"); this kernel read them at 80 %, and without the fusions it made the step slower. Imported only by
+a job that asks for it (it needs Triton and a GPU)."""
+
+from typing import Optional
 
 import torch
 import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-# (BLOCK_N, BLOCK_K, warps, stages), tried once per (N, K) at the first call: the configs that won for some
-# projection of TinyLlama or Llama-2-7B out of 48 (2-16 rows, 256-1024 columns, 4/8 warps, 1/3 stages) on an H100
-# (benchmarks/gemv_probe.py, results/h100-gemv-probe-2026-11-26.json)
+# (BLOCK_N, BLOCK_K, warps, stages), tried once per shape at the first call: the configs that won for some projection
+# of TinyLlama or Llama-2-7B out of 48 (2-16 rows, 256-1024 columns, 4/8 warps, 1/3 stages) on an H100
+# (benchmarks/gemv_probe.py, results/h100-gemv-probe-configs-2026-11-26.json)
 CONFIGS = [(2, 1024, 4, 1), (2, 1024, 4, 3), (4, 512, 4, 1), (4, 512, 8, 3), (4, 1024, 8, 3), (8, 512, 4, 1),
            (8, 512, 8, 1), (16, 512, 4, 1)]
 
 
 @triton.autotune(configs=[triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
-                          for n, k, w, s in CONFIGS], key=["N", "K"])
+                          for n, k, w, s in CONFIGS], key=["N", "K", "NORM", "GLU", "RESIDUAL"])
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_n, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, residual_ptr, N, K, stride_n, eps, NORM: tl.constexpr,
+                 GLU: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    dtype = y_ptr.dtype.element_ty
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
+    if NORM:
+        squares = tl.zeros((BLOCK_K,), dtype=tl.float32)
+        for start in range(0, K, BLOCK_K):
+            cols = start + tl.arange(0, BLOCK_K)
+            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+            squares += x * x
+        inverse_rms = 1.0 / tl.sqrt(tl.sum(squares, axis=0) / K + eps)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for start in range(0, K, BLOCK_K):
         cols = start + tl.arange(0, BLOCK_K)
         col_mask = cols < K
         w = tl.load(w_ptr + rows[:, None] * stride_n + cols[None, :], mask=row_mask[:, None] & col_mask[None, :],
                     other=0.0, eviction_policy="evict_first")
-        x = tl.load(x_ptr + cols, mask=col_mask, other=0.0)
+        if GLU:  # x is [gate | up], K each
+            gate = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+            x = (gate * tl.sigmoid(gate)).to(dtype) * tl.load(x_ptr + K + cols, mask=col_mask, other=0.0)
+        else:
+            x = tl.load(x_ptr + cols, mask=col_mask, other=0.0)
+            if NORM:
+                x = tl.load(norm_ptr + cols, mask=col_mask, other=0.0) * (x.to(tl.float32) * inverse_rms).to(dtype)
         acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
-    tl.store(y_ptr + rows, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=row_mask)
+    y = tl.sum(acc, axis=1).to(dtype)
+    if RESIDUAL:
+        y = y + tl.load(residual_ptr + rows, mask=row_mask, other=0.0)
+    tl.store(y_ptr + rows, y, mask=row_mask)
 
 
 @triton_op("mlcbench::gemv", mutates_args={})
-def _gemv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def _gemv(x: torch.Tensor, weight: torch.Tensor, norm: Optional[torch.Tensor], residual: Optional[torch.Tensor],
+          eps: float, glu: bool) -> torch.Tensor:
     n, k = weight.shape
     out = torch.empty(n, dtype=x.dtype, device=x.device)
-    wrap_triton(_gemv_kernel)[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](x, weight, out, n, k, weight.stride(0))
+    # an unused pointer still needs a tensor; x stands in
+    wrap_triton(_gemv_kernel)[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
+        x, weight, out, x if norm is None else norm, x if residual is None else residual, n, k, weight.stride(0),
+        eps, NORM=norm is not None, GLU=glu, RESIDUAL=residual is not None)
     return out
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, bias: "torch.Tensor | None" = None) -> torch.Tensor:
-    """F.linear(x, weight, bias) for an x of one row ([..., K] with every leading size 1); any other x goes to
-    F.linear itself."""
-    if x.numel() != x.shape[-1] or weight.stride(1) != 1:
-        return torch.nn.functional.linear(x, weight, bias)
-    out = _gemv(x.reshape(-1).contiguous(), weight).view(*x.shape[:-1], weight.shape[0])
-    return out if bias is None else out + bias
+def gemv(x: torch.Tensor, weight: torch.Tensor, norm: Optional[torch.Tensor] = None, eps: float = 0.0,
+         glu: bool = False, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """static_llama.one_row_projection, on one row: x [..., K] (with glu [..., 2K]) whose leading sizes are all 1,
+    weight [N, K] with unit column stride; the result [..., N]."""
+    flat_residual = None if residual is None else residual.reshape(-1).contiguous()
+    return _gemv(x.reshape(-1).contiguous(), weight, norm, flat_residual, eps, glu).view(*x.shape[:-1], weight.shape[0])

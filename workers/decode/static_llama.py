@@ -6,13 +6,15 @@ head_dim apart from hidden/heads. Anything else is Unfit, with its architecture'
 The performance tricks, all visible here: q/k/v and gate/up are each one fused GEMM (fewer, larger kernels per
 layer; `fuse_projections=False` keeps one GEMM per projection, the ablation's base); the KV cache is a static buffer of the module (same shapes every step, so one CUDA graph replays every
 step); attention is written out in plain ops that Inductor generates itself, with grouped-query heads reading their
-shared K/V in place (no repeat of the cache); only the last position goes through the LM head.
+shared K/V in place (no repeat of the cache); only the last position goes through the LM head. Given a `row_kernel`
+(workers/decode/gemv.py's), a one-row step runs each projection as one call of it that also does the RMSNorm before,
+the SiLU*up before, the residual add after (one_row_projection says what it computes).
 
 Same weights, not a copy: the fused tensors are built once and the HF model's q/k/v and gate/up weights become views
 of them (unfused, the HF weights themselves), so both models keep computing with the very same storage and memory is
 not doubled."""
 
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -84,6 +86,22 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
+def one_row_projection(x: torch.Tensor, weight: torch.Tensor, norm: Optional[torch.Tensor] = None, eps: float = 0.0,
+                       glu: bool = False, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """What a row kernel computes, in the order and dtypes of the unfused model: F.linear of x (with `norm`: of
+    rms_norm(x, norm, eps); with `glu`: of SiLU(gate) * up, x being [gate | up]), plus `residual` where given."""
+    if glu:
+        gate, up = x.chunk(2, dim=-1)
+        x = torch.nn.functional.silu(gate) * up
+    elif norm is not None:
+        x = rms_norm(x, norm, eps)
+    y = torch.nn.functional.linear(x, weight)
+    return y if residual is None else residual + y
+
+
+RowKernel = Callable[..., torch.Tensor]  # one_row_projection's signature
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE in Hugging Face's half-split layout (x: [batch, tokens, heads, head_dim], cos/sin: [tokens, head_dim])."""
     half = x.shape[-1] // 2
@@ -91,13 +109,10 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos[:, None, :] + rotated * sin[:, None, :]
 
 
-Linear = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
-
-
 class Block(nn.Module):
-    def __init__(self, layer, config, fuse_projections: bool = True, linear: Linear = nn.functional.linear):
+    def __init__(self, layer, config, fuse_projections: bool = True, row_kernel: Optional[RowKernel] = None):
         super().__init__()
-        self.linear = linear
+        self.row_kernel = row_kernel
         attention, mlp = layer.self_attn, layer.mlp
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
@@ -131,25 +146,42 @@ class Block(nn.Module):
             self.register_buffer(name, cache, persistent=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if self.row_kernel is not None and x.numel() == x.shape[-1]:
+            return self.forward_one_row(x, positions, cos, sin)
         x = x + self.attend(rms_norm(x, self.attention_norm, self.eps), positions, cos, sin)
         gate, up = self.gate_up(rms_norm(x, self.ffn_norm, self.eps))
-        return x + self.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
+        return x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
+
+    def forward_one_row(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor,
+                        sin: torch.Tensor) -> torch.Tensor:
+        """forward() of one row, four row-kernel calls: q/k/v with the attention norm, o with the residual, gate/up
+        with the FFN norm, down with SiLU(gate) * up and the residual (fused projections without biases only)."""
+        project = self.row_kernel
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        qkv = project(x, self.wqkv, norm=self.attention_norm, eps=self.eps).split([q_size, kv_size, kv_size], dim=-1)
+        x = project(self.attention(*qkv, positions, cos, sin), self.wo, residual=x)
+        return project(project(x, self.w13, norm=self.ffn_norm, eps=self.eps), self.w2, glu=True, residual=x)
 
     def gate_up(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.fused:
-            return self.linear(x, self.w13, self.b13).chunk(2, dim=-1)
-        return self.linear(x, self.w1, self.b1), self.linear(x, self.w3, self.b3)
+            return torch.nn.functional.linear(x, self.w13, self.b13).chunk(2, dim=-1)
+        return torch.nn.functional.linear(x, self.w1, self.b1), torch.nn.functional.linear(x, self.w3, self.b3)
 
     def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.fused:
             q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-            return self.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
-        return tuple(self.linear(x, weight, bias)
+            return torch.nn.functional.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
+        return tuple(torch.nn.functional.linear(x, weight, bias)
                      for weight, bias in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
 
     def attend(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        batch, tokens, _ = x.shape
-        q, k, v = self.qkv(x)
+        out = self.attention(*self.qkv(x), positions, cos, sin)
+        return torch.nn.functional.linear(out, self.wo, self.bo)
+
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor,
+                  sin: torch.Tensor) -> torch.Tensor:
+        """Attention of the new tokens' q/k/v projections over the cache (theirs written into it), before wo."""
+        batch, tokens, _ = q.shape
         q = rotate(q.view(batch, tokens, self.heads, self.head_dim), cos, sin)
         k = rotate(k.view(batch, tokens, self.kv_heads, self.head_dim), cos, sin)
         v = v.view(batch, tokens, self.kv_heads, self.head_dim)
@@ -161,26 +193,32 @@ class Block(nn.Module):
         q = q.reshape(batch, self.kv_heads, group * tokens, self.head_dim)
         scores = torch.matmul(q, self.k_cache.transpose(2, 3)).float() * self.scale
         # a query sees the cache up to its own position; later slots hold stale or no entries
-        visible = torch.arange(self.k_cache.shape[2], device=x.device)[None, :] <= positions.repeat(group)[:, None]
+        visible = torch.arange(self.k_cache.shape[2], device=q.device)[None, :] <= positions.repeat(group)[:, None]
         weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype)
         out = torch.matmul(weights, self.v_cache)  # [batch, kv_heads, group * tokens, head_dim]
         out = out.view(batch, self.kv_heads, group, tokens, self.head_dim).permute(0, 3, 1, 2, 4)
-        return self.linear(out.reshape(batch, tokens, self.heads * self.head_dim), self.wo, self.bo)
+        return out.reshape(batch, tokens, self.heads * self.head_dim)
 
 
 class StaticLlama(nn.Module):
     def __init__(self, hf_model, max_length: "int | None" = None, fuse_projections: bool = True,
-                 linear: Linear = nn.functional.linear):
+                 row_kernel: Optional[RowKernel] = None):
         """max_length: the most positions a generation will fill (prompt + new tokens); None: the model's maximum.
-        fuse_projections: q/k/v and gate/up each one GEMM (False: one GEMM per projection). linear: every projection
-        and the LM head (F.linear's signature; workers/decode/gemv.py's kernel for one)."""
+        fuse_projections: q/k/v and gate/up each one GEMM (False: one GEMM per projection). row_kernel: what one-row
+        steps run each projection through, with its norm, activation and residual (needs fused projections without
+        biases)."""
         super().__init__()
-        self.linear = linear
         config = hf_model.config
         check_fits(hf_model, max_length or config.max_position_embeddings)
+        if row_kernel is not None and not fuse_projections:
+            raise Unfit("a row kernel runs the fused projections; fuse_projections=False asks for them apart")
+        if row_kernel is not None and any(isinstance(module, nn.Linear) and module.bias is not None
+                                          for module in hf_model.model.layers.modules()):
+            raise Unfit(f"{type(hf_model).__name__}: projections with biases through a row kernel are not implemented")
+        self.row_kernel = row_kernel
         self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
         self.embed = _shared(hf_model.model.embed_tokens.weight)
-        self.layers = nn.ModuleList(Block(layer, config, fuse_projections, linear) for layer in hf_model.model.layers)
+        self.layers = nn.ModuleList(Block(layer, config, fuse_projections, row_kernel) for layer in hf_model.model.layers)
         self.norm = _shared(hf_model.model.norm.weight)
         self.lm_head = _shared(hf_model.lm_head.weight)
         self.eps = config.rms_norm_eps
@@ -207,4 +245,7 @@ class StaticLlama(nn.Module):
         cos, sin = self.cos[positions], self.sin[positions]
         for layer in self.layers:
             x = layer(x, positions, cos, sin)
-        return self.linear(rms_norm(x[:, -1], self.norm, self.eps), self.lm_head, None)
+        last = x[:, -1]
+        if self.row_kernel is not None and last.numel() == last.shape[-1]:
+            return self.row_kernel(last, self.lm_head, norm=self.norm, eps=self.eps)
+        return torch.nn.functional.linear(rms_norm(last, self.norm, self.eps), self.lm_head)

@@ -3,16 +3,16 @@ static KV cache in its buffers; forward, greedy token choice and position update
 replayed as a CUDA graph (mode reduce-overhead) with no host sync inside the loop; prefill compiled on its own with
 dynamic shapes; coordinate-descent tuning on every generated kernel. Options turn techniques on or off, each recorded
 in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere),
-`triton_gemv` (default off; the batch-1 projections as mlcbench's Triton GEMV kernel, CUDA only).
+`triton_gemv` (default off; the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, as
+mlcbench's Triton kernel; CUDA only).
 Inductor's caches and dynamo's precompile cache live in the env's cache folder, so the next process loads the compiled
 step instead of tracing the model again."""
 
 from contextlib import contextmanager
-
-import torch
+from typing import Optional
 
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner, pdl_unavailable
-from mlcbench.workers.decode.static_llama import Linear, StaticLlama, Unfit
+from mlcbench.workers.decode.static_llama import RowKernel, StaticLlama, Unfit
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
 from mlcbench.schema import Applied, WorkflowOptions
 from mlcbench.workers.interface import Prepared, Unsupported, Workflow
@@ -25,14 +25,14 @@ def eos_token_ids(model) -> list[int]:
     return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
 
 
-def projection_linear(options: WorkflowOptions) -> Linear:
-    """What every projection and the LM head run: F.linear, or with `triton_gemv` mlcbench's Triton kernel (imported
-    only then: it needs Triton)."""
-    if options.triton_gemv:
-        from mlcbench.workers.decode.gemv import gemv
+def row_kernel(options: WorkflowOptions) -> Optional[RowKernel]:
+    """With `triton_gemv`, mlcbench's Triton kernel for the one-row projections (imported only then: it needs
+    Triton); else None, Inductor's own."""
+    if not options.triton_gemv:
+        return None
+    from mlcbench.workers.decode.gemv import gemv
 
-        return gemv
-    return torch.nn.functional.linear
+    return gemv
 
 
 class TorchCompileDecode(Workflow):
@@ -53,7 +53,7 @@ class TorchCompileDecode(Workflow):
                               f"{ctx.device.type}")
         try:
             static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len, fuse_projections=fused,
-                                 linear=projection_linear(options))
+                                 row_kernel=row_kernel(options))
         except Unfit as unfit:
             raise Unsupported(f"{self.name}: {unfit}") from None
         # CUDA graphs need a GPU; on a CPU the same graphs run without them
