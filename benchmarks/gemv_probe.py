@@ -66,7 +66,7 @@ def main() -> int:
     parser.add_argument("--way", default="cublas,inductor,triton")
     parser.add_argument("--json")
     args = parser.parse_args()
-    from mlcbench.workers.decode.gemv import gemv
+    from mlcbench.workers.decode.gemv import _gemv_kernel, gemv
 
     copy = copy_bandwidth()
     rows = []
@@ -106,9 +106,8 @@ def main() -> int:
             per_shape = {}
             for index, (inp, out) in enumerate(shapes + [head]):
                 mats = [layer[index] for layer in weights[:-1]] if index < len(shapes) else weights[-1]
-                linear = gemv if way == "triton" else torch.nn.functional.linear
-                if way == "inductor":
-                    linear = torch.compile(torch.nn.functional.linear, options={"coordinate_descent_tuning": True})
+                linear = {"triton": gemv, "cublas": torch.nn.functional.linear}.get(way) or torch.compile(
+                    torch.nn.functional.linear, options={"coordinate_descent_tuning": True})
                 ms = time_graph(lambda: [linear(inputs[inp], m) for m in mats])
                 per_shape[f"{inp}x{out}"] = round(sum(m.numel() * m.element_size() for m in mats) / (ms / 1e3) / 1e9)
             row = {"model": model, "way": way, "step_ms": round(step_ms, 4), "bytes": total_bytes,
@@ -116,7 +115,6 @@ def main() -> int:
                    "bound_ms": round(total_bytes / copy * 1e3, 4), "shape_GB/s": per_shape,
                    "max_rel_error": error, "first_call_s": round(first_s, 1)}
             if way == "triton":
-                from mlcbench.workers.decode.gemv import _gemv_kernel
                 row["configs"] = {str(key): str(config) for key, config in _gemv_kernel.cache.items()}
             print(json.dumps(row), flush=True)
             rows.append(row)

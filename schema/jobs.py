@@ -19,7 +19,8 @@ class WorkflowOptions(StrictModel):
     fp32_accumulation: Optional[bool] = None
     # torch_compile_decode's techniques, each one step of an ablation: q/k/v and gate/up each one GEMM over weights
     # concatenated at load (default on); programmatic dependent launch in Inductor's Triton kernels (default off);
-    # the batch-1 projections through mlcbench's Triton GEMV kernel instead of Inductor's reduction (default off)
+    # the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, through mlcbench's Triton kernel
+    # instead of Inductor's reduction (default off)
     fused_projections: Optional[bool] = None
     pdl: Optional[bool] = None
     triton_gemv: Optional[bool] = None

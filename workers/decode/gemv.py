@@ -1,6 +1,6 @@
 """A one-row projection (y = x W^T) as one Triton kernel that streams the weight once: each program reads BLOCK_N
 whole rows of W in BLOCK_K-wide tiles, accumulates in fp32 and writes BLOCK_N outputs. It also does what Inductor
-would otherwise fuse into its own reduction around the projection (workers/decode/row_projection.py says exactly
+would otherwise fuse into its own reduction around the projection (static_llama.one_row_projection says exactly
 what, in PyTorch): the RMSNorm of x before it (each program computes x's inverse RMS itself: x is a few KB), SiLU(gate)
 * up of a fused gate/up output before it, the residual add after it. A torch custom op (torch.library.triton_op),
 so torch.compile keeps it inside the compiled step and its CUDA graph.
