@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# torch_compile_decode's ablation on the GPU machine (issue 32): base (fused_projections=false) -> +fused (the
-# default) -> +PDL (pdl=true) -> +Triton GEMV (b1) at TinyLlama and Llama-2-7B, b1 and b64, and Llama-2 b64 with
-# max-autotune (benchmarks/suites/decode-ablation.toml), each
-# model and batch size swept, then its three variants profiled (benchmarks/decode_profile.py: kernels per step, time
-# per kernel class, bytes per step against the copy bound). The device allows 10 minutes a command: each step starts
-# only if its estimated seconds still fit in BUDGET_S (default 570), a sweep still running at the budget is stopped as
-# Ctrl-C stops it (the cells measured so far are kept; a step that ignores Ctrl-C for 30 s is killed), and the same
-# command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in /root/decode-ablation (a
-# machine kept warm between calls still holds it, and the compiler caches in /root/cache); a fresh machine starts from
-# SEED_DIR (a copy carried back from an earlier call's $OUT) when given. Each step leaves the store, its CSV export,
-# the profiles and the machine's description in $OUT (a call that outlives its limit still brings back the last).
+# torch_compile_decode's ablation on the GPU machine (issue 32): each MODEL:BATCH step sweeps the suite's variants of
+# that cell (SUITE, default benchmarks/suites/decode-ablation.toml: base (fused_projections=false) -> +fused (the
+# default) -> +PDL -> +Triton GEMV (b1), and Llama-2 b64 with max-autotune; benchmarks/suites/decode-kernels.toml: +PDL
+# against mlcbench's Triton kernels), then profiles every variant the suite gives that cell
+# (benchmarks/decode_profile.py: kernels per step, time per kernel class, bytes per step against the copy bound).
+# STEPS (default all four, cheapest first) picks MODEL:BATCH:SWEEP_S:PROFILE_S steps. The device allows 10 minutes a
+# command: each step starts only if its estimated seconds still fit in BUDGET_S (default 570), a sweep still running
+# at the budget is stopped as Ctrl-C stops it (the cells measured so far are kept; a step that ignores Ctrl-C for 30 s
+# is killed), and the same command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in
+# /root/decode-ablation (a machine kept warm between calls still holds it, and the compiler caches in /root/cache); a
+# fresh machine starts from SEED_DIR (a copy carried back from an earlier call's $OUT) when given. Each step leaves
+# the store, its CSV export, the profiles and the machine's description in $OUT (a call that outlives its limit still
+# brings back the last).
 #
-#   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> [SEED_DIR=.ablation] bash benchmarks/decode_ablation.sh h100
+#   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> [SEED_DIR=.ablation] [SUITE=...] [STEPS=...] \
+#       bash benchmarks/decode_ablation.sh h100
 #
-# Cold estimates are from the H100 of 2026-11-24 (Llama-2 b1 cold compile 203 s) and not measured per variant yet.
+# Estimates: a step's sweep is its variants' cold compiles (Llama-2 b1 127-150 s each on the H100, 2026-11-26) and
+# their timed calls, plus a warm process for each further process the suite asks for.
 set -uo pipefail
 gpu=${1:?usage: decode_ablation.sh GPU_TAG}
 . benchmarks/device_env.sh
@@ -22,15 +26,22 @@ state=/root/decode-ablation
 mkdir -p "$state"
 if [ ! -f "$state/ablation.db" ] && [ -n "${SEED_DIR:-}" ]; then cp -r "$SEED_DIR"/. "$state/"; fi
 budget=${BUDGET_S:-570}
+suite=${SUITE:-benchmarks/suites/decode-ablation.toml}
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   lscpu | grep "Model name"; nproc
   python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
 } | tee -a "$state/machine.txt"
-variants=(--options '{"fused_projections": false}' --options '{}' --options '{"pdl": true}')
-declare -A extra_variant=([1]='{"pdl": true, "triton_gemv": true}' [64]='{"pdl": true, "compile_mode": "max-autotune"}')
-# MODEL:BATCH:SWEEP_S:PROFILE_S, cheapest first (a sweep step is three cold compiles and their timed calls)
-for step in tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200 llama2-7b:64:560:200; do
+# MODEL:BATCH:SWEEP_S:PROFILE_S, cheapest first
+for step in ${STEPS:-tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200 llama2-7b:64:560:200}; do
     IFS=: read -r model batch sweep_s profile_s <<<"$step"
+    # the suite's variants of this cell, each as decode_profile.py's --options
+    mapfile -t variants < <(python3 -c '
+import json, sys, tomllib
+suite, model, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for entry in tomllib.load(open(suite, "rb"))["entries"]:
+    if model in entry["models"] and batch in entry["batch_sizes"]:
+        print("--options"); print(json.dumps(entry.get("options", {})))
+' "$suite" "$model" "$batch")
     profile=$state/profile-$model-b$batch.json
     [ -f "$profile" ] && continue
     left=$((budget - SECONDS))
@@ -38,7 +49,7 @@ for step in tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200
     (( sweep_s > left )) && echo "$model b$batch: ~${sweep_s}s of cold compiles, ${left}s left: stopping at the budget, resume with the same command"
     start=$SECONDS
     timeout --preserve-status -k 30 -s INT "$left" python3 -m mlcbench.orchestrator sweep --env local --gpu "$gpu" \
-        --suite benchmarks/suites/decode-ablation.toml --model "$model" --batch-size "$batch" \
+        --suite "$suite" --model "$model" --batch-size "$batch" \
         --db "sqlite:///$state/ablation.db" --cache-dir /root/cache 2>&1 | grep -v "━" | tail -12
     code=${PIPESTATUS[0]}
     echo "$(date -u +%FT%TZ) sweep $model b$batch: exit $code, $((SECONDS - start)) s" | tee -a "$state/times.txt"
@@ -48,7 +59,7 @@ for step in tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200
     if (( SECONDS + profile_s > budget )); then echo "profile $model b$batch: ~${profile_s}s, not in this call"; break; fi
     start=$SECONDS
     timeout -k 30 -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" --batch-size "$batch" \
-        "${variants[@]}" --options "${extra_variant[$batch]}" --cache-dir /root/cache/local --json "$profile.part" 2>&1 | tail -45 \
+        "${variants[@]}" --cache-dir /root/cache/local --json "$profile.part" 2>&1 | tail -45 \
         && mv "$profile.part" "$profile"
     echo "$(date -u +%FT%TZ) profile $model b$batch: $((SECONDS - start)) s" | tee -a "$state/times.txt"
 done

@@ -30,6 +30,7 @@ from mlcbench.workers.runner import run_job
 from mlcbench.workers.stacks import inductor_cache
 
 job, cache_dir, load, save = JobSpec.model_validate_json(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+profile = sys.argv[5]
 loaded = {}
 set_folder = inductor_cache.use_cache_folder
 
@@ -42,7 +43,16 @@ def set_folder_and_load(root, device, shape=None):
     return folder
 
 inductor_cache.use_cache_folder = set_folder_and_load
-result = run_job(job, cache_dir)
+if profile:
+    import cProfile, io, pstats
+    profiler = cProfile.Profile()
+    result = profiler.runcall(run_job, job, cache_dir)
+    text = io.StringIO()
+    for order in ("cumulative", "tottime"):
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(60)
+    Path(profile).write_text(text.getvalue())
+else:
+    result = run_job(job, cache_dir)
 if save:
     Path(save).write_bytes(torch.compiler.save_cache_artifacts()[0])
 metrics = result.metrics
@@ -54,10 +64,10 @@ print(json.dumps({"status": result.status, "passed": result.correctness.passed i
 """
 
 
-def run(job_json: str, cache_dir: Path, load: str = "", save: str = "") -> dict:
+def run(job_json: str, cache_dir: Path, load: str = "", save: str = "", profile: str = "") -> dict:
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, job_json, str(cache_dir), load, save], capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-c", CHILD, job_json, str(cache_dir), load, save, profile],
+                          capture_output=True, text=True)
     wall = time.perf_counter() - start
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -76,6 +86,9 @@ def main() -> int:
                         help="which to run (cold always runs: the others need its caches and artifacts)")
     parser.add_argument("--repeats", type=int, default=2, help="warm processes per scenario")
     parser.add_argument("--json", type=Path, help="the rows so far, rewritten after each process")
+    parser.add_argument("--profile-dir", type=Path,
+                        help="profile each warm process's job (cProfile): its top functions, by cumulative and by own "
+                             "time, in a text file here")
     args = parser.parse_args()
     from mlcbench.schema import MODELS, JobSpec
 
@@ -91,9 +104,13 @@ def main() -> int:
             scenarios += [("warm+mega", root / "cache", mega, "")] * args.repeats
             scenarios += [("mega only", root / f"empty{index}", mega, "") for index in range(args.repeats)]
             scenarios = [scenario for scenario in scenarios if scenario[0] in {"cold", *args.scenarios.split(",")}]
-            for scenario, cache_dir, load, save in scenarios:
+            for index, (scenario, cache_dir, load, save) in enumerate(scenarios):
+                profile = ""
+                if args.profile_dir and scenario != "cold":
+                    args.profile_dir.mkdir(parents=True, exist_ok=True)
+                    profile = str(args.profile_dir / f"{workflow}-{index}-{scenario.replace(' ', '_')}.txt")
                 row = {"workflow": workflow, "scenario": scenario,
-                       **run(job.model_dump_json(), cache_dir, load, save)}
+                       **run(job.model_dump_json(), cache_dir, load, save, profile)}
                 if save:
                     row["mega_bytes"] = Path(mega).stat().st_size
                 print(json.dumps(row), flush=True)

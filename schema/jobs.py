@@ -20,13 +20,15 @@ class WorkflowOptions(StrictModel):
     # torch_compile_decode's techniques, each one step of an ablation: q/k/v and gate/up each one GEMM over weights
     # concatenated at load (default on); programmatic dependent launch in Inductor's Triton kernels (default off);
     # the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, through mlcbench's Triton kernel
-    # instead of Inductor's reduction (default off)
+    # instead of Inductor's reduction (default off); each layer's one-token RoPE, cache write and attention as
+    # mlcbench's Triton kernel instead of Inductor's six (default off)
     fused_projections: Optional[bool] = None
     pdl: Optional[bool] = None
     triton_gemv: Optional[bool] = None
+    triton_attention: Optional[bool] = None
 
     # options added after stores were written: left out of a job's identity while None, so old job ids stay valid
-    LATER: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "triton_gemv")
+    LATER: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "triton_gemv", "triton_attention")
 
     def non_default(self) -> str:
         """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""

@@ -12,7 +12,7 @@ from mlcbench.schema import MODELS, JobSpec, Result
 from mlcbench.workers.decode.compiled_step import (CompiledStepRunner, compile_options, decode_step, pdl_unavailable,
                                                    prefill)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.decode.static_llama import StaticLlama, Unfit, one_row_projection
+from mlcbench.workers.decode.static_llama import StaticLlama, Unfit, cached_attention, one_row_projection
 from mlcbench.workers.measurement.dynamo_stats import compile_cache_state
 from mlcbench.workers.models import llm as llm_models
 from mlcbench.workers.runner import run_job
@@ -111,9 +111,30 @@ def test_a_row_kernel_needs_fused_projections_without_biases():
         StaticLlama(biased, row_kernel=one_row_projection)
 
 
-def test_triton_gemv_is_refused_off_a_cuda_gpu(tmp_path):
-    refused = run_job(job(options={"triton_gemv": True}), tmp_path)
-    assert refused.status == "unsupported" and "triton_gemv" in refused.reason and "cpu" in refused.reason
+@torch.no_grad()
+def test_one_token_steps_run_each_layers_attention_through_the_attention_kernel_with_its_own_cache():
+    model = hf_model()
+    calls = []
+
+    def recording_kernel(q, k, v, cos, sin, k_cache, v_cache, positions, scale):
+        calls.append((q.shape[1], k_cache.data_ptr(), positions.tolist()))
+        return cached_attention(q, k, v, cos, sin, k_cache, v_cache, positions, scale)
+
+    prompt = torch.randint(3, 32000, (2, 5), generator=torch.Generator().manual_seed(4))
+    reference = plain(StaticLlama(model), [2]).generate(prompt, 4, with_logits=True)
+    static = StaticLlama(model, attention_kernel=recording_kernel)
+    out = plain(static, [2]).generate(prompt, 4, with_logits=True)
+    # the kernel wrote each step's k and v where the next step reads them: the very same logits at every step
+    torch.testing.assert_close(out.step_logits, reference.step_logits, rtol=0, atol=0)
+    caches = [layer.k_cache.data_ptr() for layer in static.layers]
+    # the 5-token prefill attends in the model's own ops; each of the three one-token steps calls it once a layer
+    assert calls == [(1, cache, [position]) for position in (5, 6, 7) for cache in caches]
+
+
+@pytest.mark.parametrize("option", ["triton_gemv", "triton_attention"])
+def test_the_triton_kernels_are_refused_off_a_cuda_gpu(tmp_path, option):
+    refused = run_job(job(options={option: True}), tmp_path)
+    assert refused.status == "unsupported" and option in refused.reason and "cpu" in refused.reason
 
 
 def test_pdl_is_a_compile_option_of_the_decode_step_only_and_refused_where_inductor_would_drop_it(tmp_path,

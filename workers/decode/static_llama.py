@@ -4,11 +4,14 @@ Mistral (sliding window while the sequence fits in it), Qwen2 (q/k/v biases); gr
 head_dim apart from hidden/heads. Anything else is Unfit, with its architecture's name: never a wrong number.
 
 The performance tricks, all visible here: q/k/v and gate/up are each one fused GEMM (fewer, larger kernels per
-layer; `fuse_projections=False` keeps one GEMM per projection, the ablation's base); the KV cache is a static buffer of the module (same shapes every step, so one CUDA graph replays every
-step); attention is written out in plain ops that Inductor generates itself, with grouped-query heads reading their
-shared K/V in place (no repeat of the cache); only the last position goes through the LM head. Given a `row_kernel`
-(workers/decode/gemv.py's), a one-row step runs each projection as one call of it that also does the RMSNorm before,
-the SiLU*up before, the residual add after (one_row_projection says what it computes).
+layer; `fuse_projections=False` keeps one GEMM per projection, the ablation's base); the KV cache is a static buffer of
+the module (same shapes every step, so one CUDA graph replays every step); attention is written out in plain ops that
+Inductor generates itself (cached_attention), with grouped-query heads reading their shared K/V in place (no repeat
+of the cache); only the last position goes through the LM head. Given a `row_kernel` (workers/decode/gemv.py's), a
+one-row step runs each projection as one call of it that also does the RMSNorm before, the SiLU*up before, the
+residual add after (one_row_projection says what it computes). Given an `attention_kernel`
+(workers/decode/attention.py's), a one-token step runs each layer's RoPE, cache write and attention as one call of
+it.
 
 Same weights, not a copy: the fused tensors are built once and the HF model's q/k/v and gate/up weights become views
 of them (unfused, the HF weights themselves), so both models keep computing with the very same storage and memory is
@@ -109,10 +112,44 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos[:, None, :] + rotated * sin[:, None, :]
 
 
+def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                     k_cache: torch.Tensor, v_cache: torch.Tensor, positions: torch.Tensor,
+                     scale: float) -> torch.Tensor:
+    """RoPE on the new tokens' q and k, both written into the cache at `positions`, and each new query's attention
+    over the cache up to its own position, grouped-query heads reading their shared K/V in place (no repeat of the
+    cache). q [batch, tokens, heads * head_dim], k and v [batch, tokens, kv_heads * head_dim], cos/sin [tokens,
+    head_dim], caches [batch, kv_heads, length, head_dim]; the result [batch, tokens, heads * head_dim]. What an
+    attention kernel computes for one token."""
+    batch, tokens, _ = q.shape
+    kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
+    heads = q.shape[-1] // head_dim
+    q = rotate(q.view(batch, tokens, heads, head_dim), cos, sin)
+    k = rotate(k.view(batch, tokens, kv_heads, head_dim), cos, sin)
+    v = v.view(batch, tokens, kv_heads, head_dim)
+    k_cache.index_copy_(2, positions, k.transpose(1, 2))
+    v_cache.index_copy_(2, positions, v.transpose(1, 2))
+    # the query heads of one K/V head as rows of one matrix: [batch, kv_heads, group * tokens, head_dim]
+    group = heads // kv_heads
+    q = q.view(batch, tokens, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+    q = q.reshape(batch, kv_heads, group * tokens, head_dim)
+    scores = torch.matmul(q, k_cache.transpose(2, 3)).float() * scale
+    # a query sees the cache up to its own position; later slots hold stale or no entries
+    visible = torch.arange(k_cache.shape[2], device=q.device)[None, :] <= positions.repeat(group)[:, None]
+    weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype)
+    out = torch.matmul(weights, v_cache)  # [batch, kv_heads, group * tokens, head_dim]
+    out = out.view(batch, kv_heads, group, tokens, head_dim).permute(0, 3, 1, 2, 4)
+    return out.reshape(batch, tokens, heads * head_dim)
+
+
+AttentionKernel = Callable[..., torch.Tensor]  # cached_attention's signature, for one token
+
+
 class Block(nn.Module):
-    def __init__(self, layer, config, fuse_projections: bool = True, row_kernel: Optional[RowKernel] = None):
+    def __init__(self, layer, config, fuse_projections: bool = True, row_kernel: Optional[RowKernel] = None,
+                 attention_kernel: Optional[AttentionKernel] = None):
         super().__init__()
         self.row_kernel = row_kernel
+        self.attention_kernel = attention_kernel
         attention, mlp = layer.self_attn, layer.mlp
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
@@ -180,33 +217,20 @@ class Block(nn.Module):
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor,
                   sin: torch.Tensor) -> torch.Tensor:
-        """Attention of the new tokens' q/k/v projections over the cache (theirs written into it), before wo."""
-        batch, tokens, _ = q.shape
-        q = rotate(q.view(batch, tokens, self.heads, self.head_dim), cos, sin)
-        k = rotate(k.view(batch, tokens, self.kv_heads, self.head_dim), cos, sin)
-        v = v.view(batch, tokens, self.kv_heads, self.head_dim)
-        self.k_cache.index_copy_(2, positions, k.transpose(1, 2))
-        self.v_cache.index_copy_(2, positions, v.transpose(1, 2))
-        # the query heads of one K/V head as rows of one matrix: [batch, kv_heads, group * tokens, head_dim]
-        group = self.heads // self.kv_heads
-        q = q.view(batch, tokens, self.kv_heads, group, self.head_dim).permute(0, 2, 3, 1, 4)
-        q = q.reshape(batch, self.kv_heads, group * tokens, self.head_dim)
-        scores = torch.matmul(q, self.k_cache.transpose(2, 3)).float() * self.scale
-        # a query sees the cache up to its own position; later slots hold stale or no entries
-        visible = torch.arange(self.k_cache.shape[2], device=q.device)[None, :] <= positions.repeat(group)[:, None]
-        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype)
-        out = torch.matmul(weights, self.v_cache)  # [batch, kv_heads, group * tokens, head_dim]
-        out = out.view(batch, self.kv_heads, group, tokens, self.head_dim).permute(0, 3, 1, 2, 4)
-        return out.reshape(batch, tokens, self.heads * self.head_dim)
+        """Attention of the new tokens' q/k/v projections over the cache (theirs written into it), before wo; a
+        one-token step through the attention kernel, where there is one."""
+        attend = self.attention_kernel if self.attention_kernel is not None and q.shape[1] == 1 else cached_attention
+        return attend(q, k, v, cos, sin, self.k_cache, self.v_cache, positions, self.scale)
 
 
 class StaticLlama(nn.Module):
     def __init__(self, hf_model, max_length: "int | None" = None, fuse_projections: bool = True,
-                 row_kernel: Optional[RowKernel] = None):
+                 row_kernel: Optional[RowKernel] = None, attention_kernel: Optional[AttentionKernel] = None):
         """max_length: the most positions a generation will fill (prompt + new tokens); None: the model's maximum.
         fuse_projections: q/k/v and gate/up each one GEMM (False: one GEMM per projection). row_kernel: what one-row
         steps run each projection through, with its norm, activation and residual (needs fused projections without
-        biases)."""
+        biases). attention_kernel: what one-token steps run each layer's attention through (cached_attention's
+        math)."""
         super().__init__()
         config = hf_model.config
         check_fits(hf_model, max_length or config.max_position_embeddings)
@@ -218,7 +242,8 @@ class StaticLlama(nn.Module):
         self.row_kernel = row_kernel
         self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
         self.embed = _shared(hf_model.model.embed_tokens.weight)
-        self.layers = nn.ModuleList(Block(layer, config, fuse_projections, row_kernel) for layer in hf_model.model.layers)
+        self.layers = nn.ModuleList(Block(layer, config, fuse_projections, row_kernel, attention_kernel)
+                                    for layer in hf_model.model.layers)
         self.norm = _shared(hf_model.model.norm.weight)
         self.lm_head = _shared(hf_model.lm_head.weight)
         self.eps = config.rms_norm_eps

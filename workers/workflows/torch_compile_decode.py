@@ -4,15 +4,17 @@ replayed as a CUDA graph (mode reduce-overhead) with no host sync inside the loo
 dynamic shapes; coordinate-descent tuning on every generated kernel. Options turn techniques on or off, each recorded
 in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere),
 `triton_gemv` (default off; the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, as
-mlcbench's Triton kernel; CUDA only).
+mlcbench's Triton kernel; CUDA only), `triton_attention` (default off; each layer's one-token RoPE, cache write and
+attention as mlcbench's Triton kernel; CUDA only). With `pdl` mlcbench's kernels are launched with PDL too.
 Inductor's caches and dynamo's precompile cache live in the env's cache folder, so the next process loads the compiled
 step instead of tracing the model again."""
 
 from contextlib import contextmanager
+from functools import partial
 from typing import Optional
 
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner, pdl_unavailable
-from mlcbench.workers.decode.static_llama import RowKernel, StaticLlama, Unfit
+from mlcbench.workers.decode.static_llama import AttentionKernel, RowKernel, StaticLlama, Unfit
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
 from mlcbench.schema import Applied, WorkflowOptions
 from mlcbench.workers.interface import Prepared, Unsupported, Workflow
@@ -32,7 +34,18 @@ def row_kernel(options: WorkflowOptions) -> Optional[RowKernel]:
         return None
     from mlcbench.workers.decode.gemv import gemv
 
-    return gemv
+    return partial(gemv, pdl=bool(options.pdl))
+
+
+def attention_kernel(options: WorkflowOptions, config) -> Optional[AttentionKernel]:
+    """With `triton_attention`, mlcbench's Triton kernel for the one-token attention (Unfit for heads it does not
+    implement); else None, Inductor's own."""
+    if not options.triton_attention:
+        return None
+    from mlcbench.workers.decode import attention
+
+    attention.check_fits(config)
+    return partial(attention.decode_attention, pdl=bool(options.pdl))
 
 
 class TorchCompileDecode(Workflow):
@@ -43,17 +56,18 @@ class TorchCompileDecode(Workflow):
 
     def prepare_llm(self, model, ctx):
         options = ctx.job.options
-        fused, pdl, triton_gemv = options.fused_projections is not False, bool(options.pdl), bool(options.triton_gemv)
+        fused, pdl = options.fused_projections is not False, bool(options.pdl)
         # a cell named +PDL whose kernels are the base's would be a mislabelled measurement
         why_no_pdl = pdl_unavailable(ctx.device) if pdl else None
         if why_no_pdl:
             raise Unsupported(f"{self.name}: {why_no_pdl}")
-        if triton_gemv and ctx.device.type != "cuda":
-            raise Unsupported(f"{self.name}: triton_gemv is a Triton kernel for CUDA GPUs; this job runs on "
+        kernels = [name for name in ("triton_gemv", "triton_attention") if getattr(options, name)]
+        if kernels and ctx.device.type != "cuda":
+            raise Unsupported(f"{self.name}: {' and '.join(kernels)}: Triton kernels for CUDA GPUs; this job runs on "
                               f"{ctx.device.type}")
         try:
             static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len, fuse_projections=fused,
-                                 row_kernel=row_kernel(options))
+                                 row_kernel=row_kernel(options), attention_kernel=attention_kernel(options, model.config))
         except Unfit as unfit:
             raise Unsupported(f"{self.name}: {unfit}") from None
         # CUDA graphs need a GPU; on a CPU the same graphs run without them
@@ -61,5 +75,6 @@ class TorchCompileDecode(Workflow):
         return Prepared(CompiledStepRunner(static, eos_token_ids(model), mode, pdl),
                         Applied(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
                                 decode_loop="compiled_step", fused_projections=fused, pdl=pdl,
-                                triton_gemv=triton_gemv),
+                                triton_gemv=bool(options.triton_gemv),
+                                triton_attention=bool(options.triton_attention)),
                         notes=dict(TUNING))
