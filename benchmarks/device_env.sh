@@ -17,5 +17,10 @@ if ls /root/ort/part? >/dev/null 2>&1 && [ ! -d /root/ort/site ]; then
         /root/ort/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
 fi
 [ -d /root/ort/site ] && export PYTHONPATH=/root/ort/site:$PYTHONPATH
+# the machine's Python kept no bytecode: each process compiled some 1,500 modules from source again, about 5 s of a
+# warm compile (benchmarks/results/h100-warm-start-profile-2026-11-26), where a user's installed packages have theirs.
+# Bytecode goes to a folder of its own, written by the first process that imports each module.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=/root/pycache
 mlcbench() { python3 -m mlcbench.orchestrator "$@"; }
 set +e
