@@ -16,8 +16,9 @@
 #   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> [SEED_DIR=.ablation] [SUITE=...] [STEPS=...] \
 #       bash benchmarks/decode_ablation.sh h100
 #
-# Estimates: a step's sweep is its variants' cold compiles (Llama-2 b1 127-150 s each on the H100, 2026-11-26) and
-# their timed calls, plus a warm process for each further process the suite asks for.
+# Estimates: a step's sweep is its variants' cold compiles (Llama-2 b1 110-150 s each on the H100, 2026-11-26) and
+# their timed calls, plus a warm process for each further process the suite asks for; its profile compiles each
+# variant cold again (decode_profile.py).
 set -uo pipefail
 gpu=${1:?usage: decode_ablation.sh GPU_TAG}
 . benchmarks/device_env.sh
@@ -32,7 +33,7 @@ suite=${SUITE:-benchmarks/suites/decode-ablation.toml}
   python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
 } | tee -a "$state/machine.txt"
 # MODEL:BATCH:SWEEP_S:PROFILE_S, cheapest first
-for step in ${STEPS:-tinyllama-1.1b:1:300:90 tinyllama-1.1b:64:330:90 llama2-7b:1:560:200 llama2-7b:64:560:200}; do
+for step in ${STEPS:-tinyllama-1.1b:1:300:400 tinyllama-1.1b:64:330:400 llama2-7b:1:560:560 llama2-7b:64:560:560}; do
     IFS=: read -r model batch sweep_s profile_s <<<"$step"
     # the suite's variants of this cell, each as decode_profile.py's --options
     mapfile -t variants < <(python3 -c '
@@ -59,7 +60,7 @@ for entry in tomllib.load(open(suite, "rb"))["entries"]:
     if (( SECONDS + profile_s > budget )); then echo "profile $model b$batch: ~${profile_s}s, not in this call"; break; fi
     start=$SECONDS
     timeout -k 30 -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" --batch-size "$batch" \
-        "${variants[@]}" --cache-dir /root/cache/local --json "$profile.part" 2>&1 | tail -45 \
+        "${variants[@]}" --json "$profile.part" 2>&1 | tail -45 \
         && mv "$profile.part" "$profile"
     echo "$(date -u +%FT%TZ) profile $model b$batch: $((SECONDS - start)) s" | tee -a "$state/times.txt"
 done

@@ -5,10 +5,11 @@ KV cache over a device-to-device copy's bandwidth measured here, and the catalog
     python benchmarks/decode_profile.py --model tinyllama-1.1b --batch-size 1,64 [--json out.json]
         [--options '{"fused_projections": false}' --options '{"pdl": true}' ...]
 
-Each `--options` (torch_compile_decode's WorkflowOptions, as JSON; default: none set) is one variant, built as the
-workflow builds it. The compiled functions load from (and save to) the caches a local sweep's torch_compile_decode
-job of the same shape and options uses (Inductor's and dynamo's precompile cache), so after a sweep nothing compiles
-cold. Kernel names come from a torch.profiler trace of 31 CUDA-graph replays.
+Each `--options` (torch_compile_decode's WorkflowOptions, as JSON; default: none set) is one variant, prepared by the
+workflow itself (TorchCompileDecode.prepare_llm, inside its compiling block). Each compiles cold, into a cache folder
+of its own, unless `--cache-dir` names an env's cache folder (a sweep's: its packages then load, though one a sweep
+had saved failed to load here on 2026-11-26, an AssertionError in dynamo's install_global). Kernel names come from a
+torch.profiler trace of 31 CUDA-graph replays.
 """
 
 import argparse
@@ -24,12 +25,10 @@ from pathlib import Path
 import torch
 
 from mlcbench.schema import GPUS, MODELS, JobSpec, WorkflowOptions, gpu_tag_for_name
-from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 from mlcbench.workers.decode.compiled_step import CompiledStepRunner, pdl_unavailable
-from mlcbench.workers.decode.static_llama import StaticLlama
+from mlcbench.workers.interface import Unsupported, WorkflowContext
 from mlcbench.workers.models import llm
-from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
-from mlcbench.workers.workflows.torch_compile_decode import eos_token_ids, row_kernel
+from mlcbench.workers.workflows.torch_compile_decode import TorchCompileDecode
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 GEMM = re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk", re.IGNORECASE)
@@ -110,11 +109,11 @@ def main() -> int:
                         help="comma-separated or repeated (default 1)")
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=32)
-    parser.add_argument("--mode", default="reduce-overhead", help="the step's compile mode where a variant sets none")
     parser.add_argument("--options", type=WorkflowOptions.model_validate_json, action="append",
                         help="one variant's workflow options as JSON (repeatable; default: the workflow's defaults)")
-    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR / "local",
-                        help="the env's cache folder (a local sweep's default)")
+    parser.add_argument("--cache-dir", type=Path,
+                        help="an env's cache folder, as a sweep's worker gets it, to compile into and load from "
+                             "(default: a new one per variant)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -130,30 +129,34 @@ def main() -> int:
     measured_gbs = copy_bandwidth_gbs()
     if hasattr(torch.profiler, "_utils") and hasattr(torch.profiler._utils, "_init_for_cuda_graphs"):
         torch.profiler._utils._init_for_cuda_graphs()  # lets the profiler see kernels inside CUDA graphs
-    report = {"model": args.model, "gpu": gpu_name, "torch": torch.__version__, "mode": args.mode,
+    report = {"model": args.model, "gpu": gpu_name, "torch": torch.__version__,
               "copy_bandwidth_gbs": measured_gbs, "catalog_bandwidth_gbs": peaks.bandwidth_gbs if peaks else None,
               "variants": {}}
     for options, batch in itertools.product(args.options or [WorkflowOptions()], args.batch_size or [1]):
         job = JobSpec(model=args.model, workflow="torch_compile_decode", precision=info.default_precision,
                       batch_size=batch, input_len=args.input_len, output_len=args.output_len, options=options)
         variant = options.non_default() or "default"
-        with torch.no_grad(), warm_start_caches(args.cache_dir / "torch_compile_decode", torch.device("cuda"),
-                                                precompile_shape=job_shape(job)):
-            hf_model = llm.build(info, job, DTYPES[job.precision], torch.device("cuda"))
-            static = StaticLlama(hf_model, fuse_projections=options.fused_projections is not False,
-                                 row_kernel=row_kernel(options))
-            runner = CompiledStepRunner(static, eos_token_ids(hf_model), options.compile_mode or args.mode,
-                                        pdl=bool(options.pdl))
-            prompt = llm.prompt_ids(info, job, torch.device("cuda"))
-            start = time.perf_counter()
-            for _ in range(3):  # compile (or load from the cache), record the CUDA graphs
-                runner.generate(prompt, args.output_len)
-            first_calls_s = time.perf_counter() - start
-            with tempfile.TemporaryDirectory() as folder:
-                trace = Path(folder) / "trace.json"
-                steps = args.output_len - 1
-                wall_ms = profile_steps(runner, prompt, steps, trace)
-                figures = summarize(kernel_events(trace), steps, wall_ms)
+        with tempfile.TemporaryDirectory() as fresh, torch.no_grad():
+            device, workflow = torch.device("cuda"), TorchCompileDecode()
+            cache = args.cache_dir / workflow.name if args.cache_dir else Path(fresh)  # a sweep's layout
+            ctx = WorkflowContext(job, device, DTYPES[job.precision], cache)
+            hf_model = llm.build(info, job, ctx.dtype, device)
+            prompt = llm.prompt_ids(info, job, device)
+            with workflow.compiling(ctx):
+                try:
+                    prepared = workflow.prepare_llm(hf_model, ctx)
+                except Unsupported as refused:
+                    print(f"{args.model} b{batch} [{variant}]: {refused}")
+                    continue
+                runner = prepared.runner
+                start = time.perf_counter()
+                for _ in range(3):  # compile (or load from the cache), record the CUDA graphs
+                    runner.generate(prompt, args.output_len)
+                first_calls_s = time.perf_counter() - start
+            trace = Path(fresh) / "trace.json"
+            steps = args.output_len - 1
+            wall_ms = profile_steps(runner, prompt, steps, trace)
+            figures = summarize(kernel_events(trace), steps, wall_ms)
         step_bytes = info.decode_step_bytes(job.precision, batch, args.input_len + args.output_len // 2)
         figures["bytes_per_step_gb"] = step_bytes / 1e9
         figures["bound_ms_measured_copy"] = step_bytes / (measured_gbs * 1e9) * 1e3
@@ -166,7 +169,8 @@ def main() -> int:
               f" ms, other {figures['other_ms_per_step']:.3f} ms, gaps {figures['gaps_ms_per_step']:.3f} ms")
         for kernel in figures["top_kernels"]:
             print(f"    {kernel['ms_per_step']:.4f} ms  x{kernel['calls_per_step']:.0f}  {kernel['name']}")
-        del runner, static, hf_model
+        figures["compile_mode"] = prepared.applied.compile_mode
+        del runner, prepared, hf_model
         torch._dynamo.reset()
         torch.cuda.empty_cache()
     if args.json:

@@ -1,9 +1,10 @@
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from mlcbench.workers.stacks.inductor_cache import CACHE_VARIABLES, warm_start_caches
+from mlcbench.workers.stacks.inductor_cache import CACHE_VARIABLES, recheck_autotune_cache, warm_start_caches
 
 
 @pytest.mark.parametrize("precompile_shape", [None, "llama-2layer-random-fp32-b1-in8-out6"])
@@ -20,3 +21,60 @@ def test_the_cache_variables_are_as_they_were_after_a_warm_start_block(tmp_path,
         inside = {name: os.environ[name] for name in CACHE_VARIABLES}
     assert all(value.startswith(str(tmp_path / "cache" / "inductor")) for value in inside.values())
     assert {name: os.environ.get(name) for name in CACHE_VARIABLES} == expected
+
+
+class StoredKernel:
+    """What recheck_autotune_cache reads of a CachingAutotuner loaded from Inductor's caches."""
+
+    def __init__(self, *configs):
+        self.compile_results = [SimpleNamespace(config=config) for config in configs]
+        self.filename, self.inductor_meta = "kernel.py", {"coordinate_descent_tuning": True}
+        self.fn = SimpleNamespace(fn=None)
+        self.compiled = []
+
+    def _precompile_config(self, config):
+        self.compiled.append(config)
+        return SimpleNamespace(config=config)
+
+
+def config(block: int, warps: int = 4):
+    return SimpleNamespace(kwargs={"XBLOCK": block}, num_warps=warps, num_stages=1)
+
+
+def stored_best(monkeypatch, best):
+    from torch._inductor.runtime import triton_heuristics
+
+    monkeypatch.setattr(triton_heuristics, "check_autotune_cache",
+                        lambda configs, filename, meta: ([best], None, {"autotune_cache_state": "hit"}))
+
+
+def test_a_one_config_kernel_keeps_the_config_coordinate_descent_found_in_an_earlier_process(monkeypatch):
+    # torch 2.11 skipped this case: the kernel ran coordinate descent again at its first run
+    stored = config(64)
+    stored.found_by_coordesc = True
+    stored_best(monkeypatch, stored)
+    kernel = StoredKernel(config(64))
+    recheck_autotune_cache(kernel, reload_kernel_from_src=None)
+    assert len(kernel.compile_results) == 1 and kernel.compile_results[0].config.found_by_coordesc
+    assert kernel.compiled == []
+
+
+def test_a_tuned_config_the_kernel_was_not_stored_with_is_compiled_at_load(monkeypatch):
+    stored = config(256, warps=8)
+    stored.found_by_coordesc = True
+    stored_best(monkeypatch, stored)
+    kernel = StoredKernel(config(64), config(128))
+    recheck_autotune_cache(kernel, reload_kernel_from_src=lambda: SimpleNamespace(fn="reloaded source"))
+    assert kernel.compiled == [stored] and kernel.fn == "reloaded source"
+    assert [result.config for result in kernel.compile_results] == [stored]
+
+
+@pytest.mark.parametrize("version,patched", [("2.11.0+cu130", True), ("2.12.0", False), ("2.13.0+cpu", False)])
+def test_the_fix_stands_in_for_torch_before_2_12_inside_the_block_only(tmp_path, monkeypatch, version, patched):
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    original = CachingAutotuner.recheck_autotune_cache
+    monkeypatch.setattr(torch, "__version__", version)
+    with warm_start_caches(tmp_path, torch.device("cpu")):
+        assert (CachingAutotuner.recheck_autotune_cache is recheck_autotune_cache) == patched
+    assert CachingAutotuner.recheck_autotune_cache is original

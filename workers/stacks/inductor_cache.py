@@ -4,7 +4,11 @@ the torch and Triton versions and the GPU. A stale cache is never read; the next
 
 Where torch has it, dynamo's precompile cache lives beside them: the traced graphs and their guards. With Inductor's
 caches alone a warm process still traces the whole model in dynamo again (on a 32-layer Llama most of a warm compile);
-with it a warm process checks the saved guards and loads the compiled graphs."""
+with it a warm process checks the saved guards and loads the compiled graphs.
+
+Before torch 2.12 a kernel loaded from those caches forgot the launch config coordinate-descent tuning had found for it
+in an earlier process and was tuned again at its first run (pytorch/pytorch#172819): inside the block torch 2.12's
+fix stands in (keep_tuned_configs)."""
 
 import hashlib
 import logging
@@ -103,6 +107,52 @@ def forget_installed_globals(namespace: dict[str, object], imported: frozenset[s
         del namespace[name]
 
 
+def recheck_autotune_cache(self, reload_kernel_from_src: Callable[[], Any]) -> None:
+    """CachingAutotuner.recheck_autotune_cache as torch 2.12 fixed it (pytorch/pytorch#172819), for a kernel loaded
+    from Inductor's caches: take the best config an earlier process stored for it, and keep its found_by_coordesc, so
+    that the kernel's first run does not tune it again. torch 2.11 ignored the stored config of a kernel with one
+    config (every kernel outside max-autotune) and dropped the flag of the others: a warm torch_compile_decode
+    process ran coordinate descent on its kernels again (8-21 s of a warm compile on an H100; Inductor's PDL
+    kernels, not launched statically, were spared: benchmarks/results/h100-warm-start-profile-2026-11-26)."""
+    from torch._inductor.runtime.triton_heuristics import check_autotune_cache, triton_config_to_hashable
+
+    configs = [result.config for result in self.compile_results]
+    cached, _, self.autotune_cache_info = check_autotune_cache(configs, self.filename, self.inductor_meta)
+    if len(cached) != 1:
+        return
+    best = cached[0]
+    found_by_coordesc = getattr(best, "found_by_coordesc", False)
+    for result in self.compile_results:
+        if triton_config_to_hashable(result.config) == triton_config_to_hashable(best):
+            result.config.found_by_coordesc = found_by_coordesc
+            self.compile_results = [result]
+            return
+    # tuned after the kernel was stored: compile that config now
+    if self.fn.fn is None:
+        self.fn = reload_kernel_from_src().fn
+    self.compile_results = [self._precompile_config(best)]
+
+
+@contextmanager
+def keep_tuned_configs() -> Iterator[None]:
+    """Inside the block, kernels loaded from Inductor's caches keep the launch configs tuned in earlier processes:
+    torch 2.12's recheck_autotune_cache in place of an older torch's (nothing changes from 2.12 on, or in a torch
+    without it)."""
+    import torch
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    if torch.torch_version.TorchVersion(torch.__version__) >= (2, 12) or \
+            not hasattr(CachingAutotuner, "recheck_autotune_cache"):
+        yield
+        return
+    original = CachingAutotuner.recheck_autotune_cache
+    CachingAutotuner.recheck_autotune_cache = recheck_autotune_cache
+    try:
+        yield
+    finally:
+        CachingAutotuner.recheck_autotune_cache = original
+
+
 @contextmanager
 def warm_start_caches(root: Path, device: "torch.device",
                       precompile_shape: Optional[str] = None) -> Iterator[tuple[str, ...]]:
@@ -111,7 +161,7 @@ def warm_start_caches(root: Path, device: "torch.device",
     (a precompile shape's, for one)."""
     before = {name: os.environ.get(name) for name in CACHE_VARIABLES}
     try:
-        with _caches(root, device, precompile_shape) as caches:
+        with keep_tuned_configs(), _caches(root, device, precompile_shape) as caches:
             yield caches
     finally:
         for name, value in before.items():
