@@ -112,8 +112,8 @@ def recheck_autotune_cache(self, reload_kernel_from_src: Callable[[], Any]) -> N
     from Inductor's caches: take the best config an earlier process stored for it, and keep its found_by_coordesc, so
     that the kernel's first run does not tune it again. torch 2.11 ignored the stored config of a kernel with one
     config (every kernel outside max-autotune) and dropped the flag of the others: a warm torch_compile_decode
-    process ran coordinate descent on its kernels again (8-21 s of a warm compile on an H100; Inductor's PDL
-    kernels, not launched statically, were spared: benchmarks/results/h100-warm-start-profile-2026-11-26)."""
+    process ran coordinate descent on its statically launched kernels again (193-252 benchmark calls on an H100,
+    benchmarks/results/h100-warm-start-profile-2026-11-26)."""
     from torch._inductor.runtime.triton_heuristics import check_autotune_cache, triton_config_to_hashable
 
     configs = [result.config for result in self.compile_results]
