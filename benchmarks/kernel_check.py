@@ -11,6 +11,7 @@ its bf16 is broken):
 """
 
 import argparse
+import itertools
 import json
 import sys
 
@@ -62,7 +63,7 @@ def gemv_cases(hidden: int, heads: int, kv_heads: int, inter: int, dtype, device
                                           one_row_projection(row, weight, **fusions), exact)
 
 
-def attention_cases(hidden: int, heads: int, kv_heads: int, dtype, device, pdl: bool, batch: int, length: int = 64):
+def attention_cases(hidden: int, heads: int, kv_heads: int, dtype, device, pdl: bool, batch: int, length: int):
     from mlcbench.workers.decode.attention import decode_attention
 
     generator = torch.Generator(device).manual_seed(1)
@@ -80,9 +81,10 @@ def attention_cases(hidden: int, heads: int, kv_heads: int, dtype, device, pdl: 
         out = decode_attention(q, k, v, *tables, *caches[0], positions, scale, pdl)
         reference = cached_attention(q, k, v, *tables, *caches[1], positions, scale)
         exact = cached_attention(*double(q, k, v, *tables), *exact_caches, positions, scale)
-        yield f"attention b{batch} position {position}", error_ratio(out, reference, exact)
+        case = f"attention b{batch} cache {length} position {position}"
+        yield case, error_ratio(out, reference, exact)
         for name, mine, theirs, truth in zip(("k cache", "v cache"), caches[0], caches[1], exact_caches):
-            yield f"attention b{batch} position {position} {name}", error_ratio(mine, theirs, truth)
+            yield f"{case} {name}", error_ratio(mine, theirs, truth)
 
 
 def main() -> int:
@@ -91,6 +93,9 @@ def main() -> int:
     parser.add_argument("--dtype", choices=DTYPES, default="bf16")
     parser.add_argument("--pdl", action="store_true", help="launch the kernels with programmatic dependent launch")
     parser.add_argument("--batch-sizes", default="1,4")
+    parser.add_argument("--cache-lengths", default="64,200",
+                        help="KV cache lengths (positions 0, 31 and the last of each; past 64 the attention kernel "
+                             "loops over more than one block of positions)")
     parser.add_argument("--tolerance", type=float, default=2.0,
                         help="the kernel's largest error allowed, in multiples of the reference's")
     parser.add_argument("--json", help="write the differences here")
@@ -99,12 +104,13 @@ def main() -> int:
     rows, failed = [], 0
     for model, (hidden, heads, kv_heads, inter) in SHAPES.items():
         cases = list(gemv_cases(hidden, heads, kv_heads, inter, dtype, device, args.pdl))
-        for batch in map(int, args.batch_sizes.split(",")):
-            cases += attention_cases(hidden, heads, kv_heads, dtype, device, args.pdl, batch)
+        for batch, length in itertools.product(map(int, args.batch_sizes.split(",")),
+                                                map(int, args.cache_lengths.split(","))):
+            cases += attention_cases(hidden, heads, kv_heads, dtype, device, args.pdl, batch, length)
         for case, diff in cases:
             ok = diff <= args.tolerance
             failed += not ok
-            print(f"{model:16} {case:40} error {diff:6.2f}x the reference's {'ok' if ok else 'BEYOND TOLERANCE'}",
+            print(f"{model:16} {case:48} error {diff:6.2f}x the reference's {'ok' if ok else 'BEYOND TOLERANCE'}",
                   flush=True)
             rows.append({"model": model, "case": case, "dtype": args.dtype, "pdl": args.pdl, "error_ratio": diff,
                          "ok": ok})
