@@ -11,6 +11,11 @@ The artifacts are loaded right after the job's cache folder is set (where a work
 in the folder the compile reads.
 
     python benchmarks/warm_start.py --workflow torch_compile_decode,torch_compile_static [--model llama-2layer]
+        [--scenarios cold,warm] [--repeats 2] [--json rows.json] [--profile-dir profiles/]
+
+--profile-dir writes each warm process's cProfile (top functions by cumulative and by own time). Compile threads
+blur it: the H100 profiles of 2026-11-26 (Python 3.12) show own times above cumulative ones, so read the call counts
+rather than the cumulative times.
 """
 
 import argparse
