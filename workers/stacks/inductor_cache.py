@@ -110,10 +110,10 @@ def forget_installed_globals(namespace: dict[str, object], imported: frozenset[s
 def recheck_autotune_cache(self, reload_kernel_from_src: Callable[[], Any]) -> None:
     """CachingAutotuner.recheck_autotune_cache as torch 2.12 fixed it (pytorch/pytorch#172819), for a kernel loaded
     from Inductor's caches: take the best config an earlier process stored for it, and keep its found_by_coordesc, so
-    that the kernel's first run does not tune it again. torch 2.11 ignored the stored config of a kernel with one
-    config (every kernel outside max-autotune) and dropped the flag of the others: a warm torch_compile_decode
-    process ran coordinate descent on its statically launched kernels again (193-252 benchmark calls on an H100,
-    benchmarks/results/h100-warm-start-profile-2026-11-26)."""
+    that the kernel's first run does not tune it again. torch 2.9 and 2.11 (their wheels' source; 2.7 has no such
+    method) ignore the stored config of a kernel with one config (every kernel outside max-autotune) and drop the flag
+    of the others: a warm torch_compile_decode process ran coordinate descent on its statically launched kernels
+    again (193-252 benchmark calls on an H100, benchmarks/results/h100-warm-start-profile-2026-11-26)."""
     from torch._inductor.runtime.triton_heuristics import check_autotune_cache, triton_config_to_hashable
 
     configs = [result.config for result in self.compile_results]
