@@ -4,7 +4,7 @@
 # default) -> +PDL -> +Triton GEMV (b1), and Llama-2 b64 with max-autotune; benchmarks/suites/decode-kernels.toml: +PDL
 # against mlcbench's Triton kernels), then profiles every variant the suite gives that cell
 # (benchmarks/decode_profile.py: kernels per step, time per kernel class, bytes per step against the copy bound).
-# STEPS (default all four, cheapest first) picks MODEL:BATCH:SWEEP_S:PROFILE_S steps. The device allows 10 minutes a
+# STEPS (default all four, cheapest first) picks MODEL:BATCH:SWEEP_S:PROFILE_S steps (PROFILE_S: one variant's). The device allows 10 minutes a
 # command: each step starts only if its estimated seconds still fit in BUDGET_S (default 570), a sweep still running
 # at the budget is stopped as Ctrl-C stops it (the cells measured so far are kept; a step that ignores Ctrl-C for 30 s
 # is killed), and the same command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in
@@ -17,8 +17,8 @@
 #       bash benchmarks/decode_ablation.sh h100
 #
 # Estimates: a step's sweep is its variants' cold compiles (Llama-2 b1 110-150 s each on the H100, 2026-11-26) and
-# their timed calls, plus a warm process for each further process the suite asks for; its profile compiles each
-# variant cold again (decode_profile.py).
+# their timed calls, plus a warm process for each further process the suite asks for; its profiles load each variant
+# from the sweep's caches (decode_profile.py --cache-dir), one process a variant, into profile-MODEL-bBATCH-N.json.
 set -uo pipefail
 gpu=${1:?usage: decode_ablation.sh GPU_TAG}
 . benchmarks/device_env.sh
@@ -33,7 +33,7 @@ suite=${SUITE:-benchmarks/suites/decode-ablation.toml}
   python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
 } | tee -a "$state/machine.txt"
 # MODEL:BATCH:SWEEP_S:PROFILE_S, cheapest first
-for step in ${STEPS:-tinyllama-1.1b:1:300:400 tinyllama-1.1b:64:330:400 llama2-7b:1:560:560 llama2-7b:64:560:560}; do
+for step in ${STEPS:-tinyllama-1.1b:1:300:60 tinyllama-1.1b:64:330:60 llama2-7b:1:560:90 llama2-7b:64:560:90}; do
     IFS=: read -r model batch sweep_s profile_s <<<"$step"
     # the suite's variants of this cell, each as decode_profile.py's --options
     mapfile -t variants < <(python3 -c '
@@ -43,8 +43,8 @@ for entry in tomllib.load(open(suite, "rb"))["entries"]:
     if model in entry["models"] and batch in entry["batch_sizes"]:
         print("--options"); print(json.dumps(entry.get("options", {})))
 ' "$suite" "$model" "$batch")
-    profile=$state/profile-$model-b$batch.json
-    [ -f "$profile" ] && continue
+    finished=$state/finished-$model-b$batch
+    [ -f "$finished" ] && continue
     left=$((budget - SECONDS))
     if (( left < 60 )); then echo "stopped before $model b$batch: ${SECONDS}s spent" | tee -a "$state/times.txt"; break; fi
     (( sweep_s > left )) && echo "$model b$batch: ~${sweep_s}s of cold compiles, ${left}s left: stopping at the budget, resume with the same command"
@@ -57,12 +57,18 @@ for entry in tomllib.load(open(suite, "rb"))["entries"]:
     cp -r "$state"/. "$OUT/"  # each step's store and times come back even if a later step outlives the call
     # 3: a cell failed (stored, tried again on resume): its variant's profile says more; 130: stopped at the budget
     if (( code != 0 && code != 3 )); then break; fi
-    if (( SECONDS + profile_s > budget )); then echo "profile $model b$batch: ~${profile_s}s, not in this call"; break; fi
-    start=$SECONDS
-    timeout -k 30 -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" --batch-size "$batch" \
-        "${variants[@]}" --json "$profile.part" 2>&1 | tail -45 \
-        && mv "$profile.part" "$profile"
-    echo "$(date -u +%FT%TZ) profile $model b$batch: $((SECONDS - start)) s" | tee -a "$state/times.txt"
+    # each variant in a process of its own, loading what the sweep compiled (its warm processes' start)
+    for ((index = 0; index < ${#variants[@]}; index += 2)); do
+        part=$state/profile-$model-b$batch-$((index / 2)).json
+        [ -f "$part" ] && continue
+        if (( SECONDS + profile_s > budget )); then echo "profile $model b$batch: ~${profile_s}s, not in this call"; break 2; fi
+        start=$SECONDS
+        timeout -k 30 -s INT $((budget - SECONDS)) python3 benchmarks/decode_profile.py --model "$model" \
+            --batch-size "$batch" "${variants[@]:index:2}" --cache-dir /root/cache/local --json "$part.part" 2>&1 \
+            | tail -25 && mv "$part.part" "$part"
+        echo "$(date -u +%FT%TZ) profile $model b$batch ${variants[index + 1]}: $((SECONDS - start)) s" | tee -a "$state/times.txt"
+    done
+    touch "$finished"
 done
 python3 -m mlcbench.orchestrator export --db "sqlite:///$state/ablation.db" --format csv --out "$state/ablation.csv"
 cp -r "$state"/. "$OUT/"

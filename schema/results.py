@@ -135,11 +135,12 @@ class Applied(StrictModel):
     io_binding: Optional[bool] = None
     # torch_compile_decode: q/k/v and gate/up each one GEMM (False: one GEMM per projection, over the HF weights);
     # programmatic dependent launch in Inductor's Triton kernels; the batch-1 projections as mlcbench's Triton GEMV;
-    # the one-token attention as mlcbench's Triton kernel
+    # the one-token attention as mlcbench's Triton kernel; the prefill as a CUDA graph
     fused_projections: Optional[bool] = None
     pdl: Optional[bool] = None
     triton_gemv: Optional[bool] = None
     triton_attention: Optional[bool] = None
+    prefill_graph: Optional[bool] = None
     # graphs dynamo compiled through the first call, or loaded whole from its precompile cache (0: the workflow ran
     # eagerly, whatever its name)
     compiled_graphs: Optional[int] = None

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mlcbench.schema import MODELS, JobSpec, Result
+from mlcbench.workers.decode import compiled_step
 from mlcbench.workers.decode.compiled_step import (CompiledStepRunner, compile_options, decode_step, pdl_unavailable,
                                                    prefill)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
@@ -131,10 +132,25 @@ def test_one_token_steps_run_each_layers_attention_through_the_attention_kernel_
     assert calls == [(1, cache, [position]) for position in (5, 6, 7) for cache in caches]
 
 
-@pytest.mark.parametrize("option", ["triton_gemv", "triton_attention"])
-def test_the_triton_kernels_are_refused_off_a_cuda_gpu(tmp_path, option):
+@pytest.mark.parametrize("option", ["triton_gemv", "triton_attention", "prefill_graph"])
+def test_the_triton_kernels_and_the_prefill_graph_are_refused_off_a_cuda_gpu(tmp_path, option):
     refused = run_job(job(options={option: True}), tmp_path)
     assert refused.status == "unsupported" and option in refused.reason and "cpu" in refused.reason
+
+
+@pytest.mark.parametrize("prefill_graph", [True, False])
+def test_the_prefill_is_compiled_for_cuda_graphs_only_with_prefill_graph(monkeypatch, prefill_graph):
+    compiled = {}
+
+    def record(fn, **kwargs):
+        compiled[fn.__name__] = kwargs["options"]
+        return fn
+
+    monkeypatch.setattr(compiled_step, "compile_for_warm_start", record)
+    CompiledStepRunner(StaticLlama(hf_model()), [2], "reduce-overhead", prefill_graph=prefill_graph)
+    assert compiled["decode_step"]["triton.cudagraphs"] is True
+    assert compiled["prefill"].get("triton.cudagraphs", False) is prefill_graph
+    assert compiled["prefill"]["coordinate_descent_tuning"] is True
 
 
 def test_pdl_is_a_compile_option_of_the_decode_step_only_and_refused_where_inductor_would_drop_it(tmp_path,

@@ -1,6 +1,7 @@
 """Greedy decoding with the whole decode step compiled (gpt-fast style): forward, greedy token choice and position
 update are one graph, replayed as one CUDA graph per token; the host only queues replays, it never waits inside
-the loop. Prefill (any prompt length) is compiled on its own with dynamic shapes."""
+the loop. Prefill (any prompt length) is compiled on its own with dynamic shapes, and replayed as a CUDA graph per
+prompt shape where asked (`prefill_graph`)."""
 
 from typing import Callable, Optional
 
@@ -56,14 +57,19 @@ def pdl_unavailable(device: torch.device) -> Optional[str]:
 
 
 class CompiledStepRunner:
-    def __init__(self, model: StaticLlama, eos_token_ids: list[int], step_mode: str, pdl: bool = False):
+    def __init__(self, model: StaticLlama, eos_token_ids: list[int], step_mode: str, pdl: bool = False,
+                 prefill_graph: bool = False):
         """pdl: in the decode step only, as vLLM does: a PDL launch costs the host a little more, which only the
-        step's CUDA graph replay takes off it."""
+        step's CUDA graph replay takes off it. prefill_graph: the prefill as a CUDA graph too (mode reduce-overhead,
+        one graph per prompt shape): at batch 1 the host launching its few hundred kernels one by one takes longer
+        than the GPU runs them."""
         forget_installed_globals(globals(), _IMPORTED)
         self.model = model
         self.eos_ids = torch.tensor(eos_token_ids, dtype=torch.long, device=model.embed.device)
         torch._dynamo.mark_static_address(self.eos_ids)  # a CUDA graph reads it in place, no copy per replay
-        self.prefill = compile_for_warm_start(prefill, fullgraph=True, dynamic=True, options=compile_options("default"))
+        prefill_mode = "reduce-overhead" if prefill_graph else "default"
+        self.prefill = compile_for_warm_start(prefill, fullgraph=True, dynamic=True,
+                                              options=compile_options(prefill_mode))
         self.step = compile_for_warm_start(decode_step, fullgraph=True, options=compile_options(step_mode, pdl))
 
     @torch.no_grad()
@@ -76,7 +82,11 @@ class CompiledStepRunner:
             # a shorter call (the prefill timed on its own) keeps the cache of the timed calls: the same graphs run
             self.model.allocate_cache(batch, prompt_len + max_new_tokens)
         tokens = torch.empty(batch, max_new_tokens, dtype=torch.long, device=input_ids.device)
+        # the prefill's graph (where it replays one) starts a new generation of CUDA-graph outputs; its token is kept
+        # as a copy, since the first step's replay reuses that memory
+        torch.compiler.cudagraph_mark_step_begin()
         token, logits = self.prefill(self.model, input_ids, self.eos_ids)
+        token = token.clone()
         position = torch.full((1,), prompt_len, dtype=torch.long, device=input_ids.device)
         step_logits = []
         for index in range(max_new_tokens):

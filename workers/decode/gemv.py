@@ -25,6 +25,19 @@ CONFIGS = [(2, 1024, 4, 1), (2, 1024, 4, 3), (4, 512, 4, 1), (4, 512, 8, 3), (4,
            (8, 512, 8, 1), (16, 512, 4, 1)]
 
 
+@triton.jit
+def _input_tile(x_ptr, norm_ptr, cols, K, inverse_rms, NORM: tl.constexpr, GLU: tl.constexpr, dtype):
+    """The columns `cols` of the projection's input: x, or rms_norm(x) with `NORM`, or SiLU(gate) * up with `GLU`."""
+    col_mask = cols < K
+    if GLU:  # x is [gate | up], K each
+        gate = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        return (gate * tl.sigmoid(gate)).to(dtype) * tl.load(x_ptr + K + cols, mask=col_mask, other=0.0)
+    x = tl.load(x_ptr + cols, mask=col_mask, other=0.0)
+    if NORM:
+        x = tl.load(norm_ptr + cols, mask=col_mask, other=0.0) * (x.to(tl.float32) * inverse_rms).to(dtype)
+    return x
+
+
 @triton.autotune(configs=[triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
                           for n, k, w, s in CONFIGS], key=["N", "K", "NORM", "GLU", "RESIDUAL", "PDL"])
 @triton.jit
@@ -34,29 +47,29 @@ def _gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, residual_ptr, N, K, stride_n, ep
     dtype = y_ptr.dtype.element_ty
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
+    weight_rows = w_ptr + rows[:, None] * stride_n
+    # the first tile of weights is loaded before anything else: it depends on no kernel before, so under PDL it
+    # streams in while the kernel before is still finishing
+    cols = tl.arange(0, BLOCK_K)
+    first_weights = tl.load(weight_rows + cols[None, :], mask=row_mask[:, None] & (cols < K)[None, :], other=0.0,
+                            eviction_policy="evict_first")
     if PDL:  # x (and the residual) are what the kernels before wrote
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
+    inverse_rms = 1.0
     if NORM:
         squares = tl.zeros((BLOCK_K,), dtype=tl.float32)
         for start in range(0, K, BLOCK_K):
-            cols = start + tl.arange(0, BLOCK_K)
-            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+            x = tl.load(x_ptr + start + cols, mask=start + cols < K, other=0.0).to(tl.float32)
             squares += x * x
         inverse_rms = 1.0 / tl.sqrt(tl.sum(squares, axis=0) / K + eps)
-    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    for start in range(0, K, BLOCK_K):
+    x = _input_tile(x_ptr, norm_ptr, cols, K, inverse_rms, NORM, GLU, dtype)
+    acc = first_weights.to(tl.float32) * x.to(tl.float32)[None, :]
+    for start in range(BLOCK_K, K, BLOCK_K):
         cols = start + tl.arange(0, BLOCK_K)
-        col_mask = cols < K
-        w = tl.load(w_ptr + rows[:, None] * stride_n + cols[None, :], mask=row_mask[:, None] & col_mask[None, :],
-                    other=0.0, eviction_policy="evict_first")
-        if GLU:  # x is [gate | up], K each
-            gate = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-            x = (gate * tl.sigmoid(gate)).to(dtype) * tl.load(x_ptr + K + cols, mask=col_mask, other=0.0)
-        else:
-            x = tl.load(x_ptr + cols, mask=col_mask, other=0.0)
-            if NORM:
-                x = tl.load(norm_ptr + cols, mask=col_mask, other=0.0) * (x.to(tl.float32) * inverse_rms).to(dtype)
+        w = tl.load(weight_rows + cols[None, :], mask=row_mask[:, None] & (cols < K)[None, :], other=0.0,
+                    eviction_policy="evict_first")
+        x = _input_tile(x_ptr, norm_ptr, cols, K, inverse_rms, NORM, GLU, dtype)
         acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
     y = tl.sum(acc, axis=1).to(dtype)
     if RESIDUAL:

@@ -5,7 +5,8 @@ dynamic shapes; coordinate-descent tuning on every generated kernel. Options tur
 in the result: `fused_projections` (default on), `pdl` (default off; Hopper and later only, refused elsewhere),
 `triton_gemv` (default off; the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, as
 mlcbench's Triton kernel; CUDA only), `triton_attention` (default off; each layer's one-token RoPE, cache write and
-attention as mlcbench's Triton kernel; CUDA only). With `pdl` mlcbench's kernels are launched with PDL too.
+attention as mlcbench's Triton kernel; CUDA only), `prefill_graph` (default off; the prefill replayed as a CUDA graph
+per prompt shape; CUDA only). With `pdl` mlcbench's kernels are launched with PDL too.
 Inductor's caches and dynamo's precompile cache live in the env's cache folder, so the next process loads the compiled
 step instead of tracing the model again."""
 
@@ -65,6 +66,10 @@ class TorchCompileDecode(Workflow):
         if kernels and ctx.device.type != "cuda":
             raise Unsupported(f"{self.name}: {' and '.join(kernels)}: Triton kernels for CUDA GPUs; this job runs on "
                               f"{ctx.device.type}")
+        prefill_graph = bool(options.prefill_graph)
+        if prefill_graph and ctx.device.type != "cuda":
+            raise Unsupported(f"{self.name}: prefill_graph: CUDA graphs need a CUDA GPU; this job runs on "
+                              f"{ctx.device.type}")
         try:
             static = StaticLlama(model, ctx.job.input_len + ctx.job.output_len, fuse_projections=fused,
                                  row_kernel=row_kernel(options), attention_kernel=attention_kernel(options, model.config))
@@ -72,9 +77,9 @@ class TorchCompileDecode(Workflow):
             raise Unsupported(f"{self.name}: {unfit}") from None
         # CUDA graphs need a GPU; on a CPU the same graphs run without them
         mode = options.compile_mode or ("reduce-overhead" if ctx.device.type == "cuda" else "default")
-        return Prepared(CompiledStepRunner(static, eos_token_ids(model), mode, pdl),
+        return Prepared(CompiledStepRunner(static, eos_token_ids(model), mode, pdl, prefill_graph),
                         Applied(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
                                 decode_loop="compiled_step", fused_projections=fused, pdl=pdl,
                                 triton_gemv=bool(options.triton_gemv),
-                                triton_attention=bool(options.triton_attention)),
+                                triton_attention=bool(options.triton_attention), prefill_graph=prefill_graph),
                         notes=dict(TUNING))
