@@ -9,9 +9,10 @@
 # at the budget is stopped as Ctrl-C stops it (the cells measured so far are kept; a step that ignores Ctrl-C for 30 s
 # is killed), and the same command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in
 # /root/decode-ablation (a machine kept warm between calls still holds it, and the compiler caches in /root/cache); a
-# fresh machine starts from SEED_DIR (a copy carried back from an earlier call's $OUT) when given. Each step leaves
-# the store, its CSV export, the profiles and the machine's description in $OUT (a call that outlives its limit still
-# brings back the last).
+# fresh machine starts from SEED_DIR (a folder holding the decode-ablation.tar.gz an earlier call brought back) when
+# given. Each step packs the store, its CSV export, the profiles and the machine's description into
+# $OUT/decode-ablation.tar.gz, one file, since a device call brings back at most 8 (a call that outlives its limit
+# still brings back the last).
 #
 #   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> [SEED_DIR=.ablation] [SUITE=...] [STEPS=...] \
 #       bash benchmarks/decode_ablation.sh h100
@@ -25,8 +26,9 @@ gpu=${1:?usage: decode_ablation.sh GPU_TAG}
 export MLCBENCH_ENVS_DIR=$PWD/envs PYTHONUNBUFFERED=1
 state=/root/decode-ablation
 mkdir -p "$state"
-if [ ! -f "$state/ablation.db" ] && [ -n "${SEED_DIR:-}" ]; then cp -r "$SEED_DIR"/. "$state/"; fi
+if [ ! -f "$state/ablation.db" ] && [ -n "${SEED_DIR:-}" ]; then tar -xzf "$SEED_DIR/decode-ablation.tar.gz" -C "$state"; fi
 budget=${BUDGET_S:-570}
+pack() { tar -czf "$OUT/decode-ablation.tar.gz" -C "$state" .; }
 suite=${SUITE:-benchmarks/suites/decode-ablation.toml}
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   lscpu | grep "Model name"; nproc
@@ -54,7 +56,7 @@ for entry in tomllib.load(open(suite, "rb"))["entries"]:
         --db "sqlite:///$state/ablation.db" --cache-dir /root/cache 2>&1 | grep -v "━" | tail -12
     code=${PIPESTATUS[0]}
     echo "$(date -u +%FT%TZ) sweep $model b$batch: exit $code, $((SECONDS - start)) s" | tee -a "$state/times.txt"
-    cp -r "$state"/. "$OUT/"  # each step's store and times come back even if a later step outlives the call
+    pack  # each step's store and times come back even if a later step outlives the call
     # 3: a cell failed (stored, tried again on resume): its variant's profile says more; 130: stopped at the budget
     if (( code != 0 && code != 3 )); then break; fi
     # each variant in a process of its own, loading what the sweep compiled (its warm processes' start)
@@ -71,5 +73,5 @@ for entry in tomllib.load(open(suite, "rb"))["entries"]:
     touch "$finished"
 done
 python3 -m mlcbench.orchestrator export --db "sqlite:///$state/ablation.db" --format csv --out "$state/ablation.csv"
-cp -r "$state"/. "$OUT/"
+pack
 echo "done at ${SECONDS}s"

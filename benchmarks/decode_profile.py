@@ -7,9 +7,9 @@ KV cache over a device-to-device copy's bandwidth measured here, and the catalog
 
 Each `--options` (torch_compile_decode's WorkflowOptions, as JSON; default: none set) is one variant, prepared by the
 workflow itself (TorchCompileDecode.prepare_llm, inside its compiling block). Each compiles cold, into a cache folder
-of its own, unless `--cache-dir` names an env's cache folder (a sweep's: its packages then load, though one a sweep
-had saved failed to load here on 2026-11-26, an AssertionError in dynamo's install_global). Kernel names come from a
-torch.profiler trace of 31 CUDA-graph replays.
+of its own, unless `--cache-dir` names an env's cache folder (a sweep's: its packages then load, as a warm worker
+process's do; decode_ablation.sh profiles so, one variant a process). Kernel names come from a torch.profiler trace of
+31 CUDA-graph replays.
 """
 
 import argparse
