@@ -15,7 +15,8 @@ in the folder the compile reads.
 
 --profile-dir writes each warm process's cProfile (top functions by cumulative and by own time). Compile threads
 blur it: the H100 profiles of 2026-11-26 (Python 3.12) show own times above cumulative ones, so read the call counts
-rather than the cumulative times.
+rather than the cumulative times. On the GPU machine, pack the folder into one file before the call ends: a device call
+brings back at most 8 files, and on 2026-11-26 the profiles were left out.
 """
 
 import argparse
