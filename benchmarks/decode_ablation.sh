@@ -5,9 +5,9 @@
 # against mlcbench's Triton kernels), then profiles every variant the suite gives that cell
 # (benchmarks/decode_profile.py: kernels per step, time per kernel class, bytes per step against the copy bound).
 # STEPS (default all four, cheapest first) picks MODEL:BATCH:SWEEP_S:PROFILE_S steps (PROFILE_S: one variant's).
-# The device allows 10 minutes a command: each step starts only if its estimated seconds still fit in BUDGET_S (default 570), a sweep still running
-# at the budget is stopped as Ctrl-C stops it (the cells measured so far are kept; a step that ignores Ctrl-C for 30 s
-# is killed), and the same command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in
+# The device allows 10 minutes a command: each step starts only if its estimated seconds still fit in BUDGET_S
+# (default 570), a sweep still running at the budget is stopped as Ctrl-C stops it (the cells measured so far are
+# kept; a step that ignores Ctrl-C for 30 s is killed), and the same command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in
 # /root/decode-ablation (a machine kept warm between calls still holds it, and the compiler caches in /root/cache); a
 # fresh machine starts from SEED_DIR (a folder holding the decode-ablation.tar.gz an earlier call brought back) when
 # given. Each step packs the store, its CSV export, the profiles and the machine's description into
