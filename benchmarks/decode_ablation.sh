@@ -7,9 +7,9 @@
 # STEPS (default all four, cheapest first) picks MODEL:BATCH:SWEEP_S:PROFILE_S steps (PROFILE_S: one variant's).
 # The device allows 10 minutes a command: each step starts only if its estimated seconds still fit in BUDGET_S
 # (default 570), a sweep still running at the budget is stopped as Ctrl-C stops it (the cells measured so far are
-# kept; a step that ignores Ctrl-C for 30 s is killed), and the same command resumes; give the device call BUDGET_S + 60 s. The store and the profiles live in
-# /root/decode-ablation (a machine kept warm between calls still holds it, and the compiler caches in /root/cache); a
-# fresh machine starts from SEED_DIR (a folder holding the decode-ablation.tar.gz an earlier call brought back) when
+# kept; a step that ignores Ctrl-C for 30 s is killed), and the same command resumes; give the device call
+# BUDGET_S + 60 s. The store and the profiles live in /root/decode-ablation (a machine kept warm between calls still
+# holds it, and the compiler caches in /root/cache); a fresh machine starts from SEED_DIR (a folder holding the decode-ablation.tar.gz an earlier call brought back) when
 # given. Each step packs the store, its CSV export, the profiles and the machine's description into
 # $OUT/decode-ablation.tar.gz, one file, since a device call brings back at most 8 (a call that outlives its limit
 # still brings back the last).
