@@ -3,16 +3,16 @@
 # that cell (SUITE, default benchmarks/suites/decode-ablation.toml: base (fused_projections=false) -> +fused (the
 # default) -> +PDL -> +Triton GEMV (b1), and Llama-2 b64 with max-autotune; benchmarks/suites/decode-kernels.toml: +PDL
 # against mlcbench's Triton kernels), then profiles every variant the suite gives that cell
-# (benchmarks/decode_profile.py: kernels per step, time per kernel class, bytes per step against the copy bound).
-# STEPS (default all four, cheapest first) picks MODEL:BATCH:SWEEP_S:PROFILE_S steps (PROFILE_S: one variant's).
-# The device allows 10 minutes a command: each step starts only if its estimated seconds still fit in BUDGET_S
-# (default 570), a sweep still running at the budget is stopped as Ctrl-C stops it (the cells measured so far are
-# kept; a step that ignores Ctrl-C for 30 s is killed), and the same command resumes; give the device call
-# BUDGET_S + 60 s. The store and the profiles live in /root/decode-ablation (a machine kept warm between calls still
-# holds it, and the compiler caches in /root/cache); a fresh machine starts from SEED_DIR (a folder holding the decode-ablation.tar.gz an earlier call brought back) when
-# given. Each step packs the store, its CSV export, the profiles and the machine's description into
-# $OUT/decode-ablation.tar.gz, one file, since a device call brings back at most 8 (a call that outlives its limit
-# still brings back the last).
+# (benchmarks/decode_profile.py: kernels per step, time per kernel class, bytes per step against the copy bound). STEPS
+# (default all four, cheapest first) picks MODEL:BATCH:SWEEP_S:PROFILE_S steps (PROFILE_S: one variant's). The device
+# allows 10 minutes a command: each step starts only if its estimated seconds still fit in BUDGET_S (default 570), a
+# sweep still running at the budget is stopped as Ctrl-C stops it (the cells measured so far are kept; a step that
+# ignores Ctrl-C for 30 s is killed), and the same command resumes; give the device call BUDGET_S + 60 s. The store and
+# the profiles live in /root/decode-ablation (a machine kept warm between calls still holds it, and the compiler caches
+# in /root/cache); a fresh machine starts from SEED_DIR (a folder holding the decode-ablation.tar.gz an earlier call
+# brought back) when given. Each step packs the store, its CSV export, the profiles and the machine's description into
+# $OUT/decode-ablation.tar.gz, one file, since a device call brings back at most 8 (a call that outlives its limit still
+# brings back the last).
 #
 #   MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, run here> [SEED_DIR=.ablation] [SUITE=...] [STEPS=...] \
 #       bash benchmarks/decode_ablation.sh h100
