@@ -1,5 +1,6 @@
 """mlcbench's Triton kernels against the PyTorch they replace, at TinyLlama's and Llama-2-7B's shapes: the one-row
-projection (workers/decode/gemv.py against static_llama.one_row_projection, with each of its fusions) and the decode
+projection (workers/decode/gemv.py against static_llama.one_row_projection, with each of its fusions), the few-row
+projection (workers/decode/gemm.py against F.linear, K split or not, with the LM head) and the decode
 attention (workers/decode/attention.py against static_llama.cached_attention, at several positions, with the cache
 they both write compared too). Each is measured against the same math in float64, as the reference in the model's
 dtype is: a case fails when the kernel's largest error is beyond `--tolerance` times the reference's own (or one
@@ -63,6 +64,24 @@ def gemv_cases(hidden: int, heads: int, kv_heads: int, inter: int, dtype, device
                                           one_row_projection(row, weight, **fusions), exact)
 
 
+def gemm_cases(hidden: int, heads: int, kv_heads: int, inter: int, dtype, device, pdl: bool, rows: int):
+    from mlcbench.workers.decode import gemm
+
+    if device.type == "cpu":  # as for the GEMV: one config in the interpreter, and an H100's SMs for the split of K
+        gemm._tuned_gemm_kernel.configs = gemm._tuned_gemm_kernel.configs[:1]
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
+    generator = torch.Generator(device).manual_seed(2)
+    head_dim = hidden // heads
+    shapes = {"qkv": (hidden + 2 * kv_heads * head_dim, hidden), "o": (hidden, hidden), "gate/up": (2 * inter, hidden),
+              "down": (hidden, inter), "lm head": (32000, hidden)}
+    for name, (n, k) in shapes.items():
+        x = torch.randn(rows, 1, k, generator=generator, device=device).to(dtype)
+        weight = (torch.randn(n, k, generator=generator, device=device) * k ** -0.5).to(dtype)
+        exact = torch.nn.functional.linear(*double(x, weight))
+        yield (f"gemm {name} {rows} rows, K in {gemm.splits(n, k, sm_count)}",
+               error_ratio(gemm.linear(x, weight, sm_count, pdl), torch.nn.functional.linear(x, weight), exact))
+
+
 def attention_cases(hidden: int, heads: int, kv_heads: int, dtype, device, pdl: bool, batch: int, length: int):
     from mlcbench.workers.decode.attention import decode_attention
 
@@ -96,6 +115,7 @@ def main() -> int:
     parser.add_argument("--cache-lengths", default="64,200",
                         help="KV cache lengths (positions 0, 31 and the last of each; past 64 the attention kernel "
                              "loops over more than one block of positions)")
+    parser.add_argument("--gemm-rows", default="4,64", help="rows of the few-row projection's cases")
     parser.add_argument("--tolerance", type=float, default=2.0,
                         help="the kernel's largest error allowed, in multiples of the reference's")
     parser.add_argument("--json", help="write the differences here")
@@ -104,6 +124,8 @@ def main() -> int:
     rows, failed = [], 0
     for model, (hidden, heads, kv_heads, inter) in SHAPES.items():
         cases = list(gemv_cases(hidden, heads, kv_heads, inter, dtype, device, args.pdl))
+        for rows_of_gemm in map(int, args.gemm_rows.split(",")):
+            cases += gemm_cases(hidden, heads, kv_heads, inter, dtype, device, args.pdl, rows_of_gemm)
         for batch, length in itertools.product(map(int, args.batch_sizes.split(",")),
                                                 map(int, args.cache_lengths.split(","))):
             cases += attention_cases(hidden, heads, kv_heads, dtype, device, args.pdl, batch, length)

@@ -287,7 +287,8 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name="torch_compile_static", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="torch_compile_decode", dynamo=True, why_not={"synthetic": _LLMS_ONLY},
-                 techniques=("fused_projections", "pdl", "triton_gemv", "triton_attention", "prefill_graph"),
+                 techniques=("fused_projections", "pdl", "triton_gemv", "triton_attention", "prefill_graph",
+                             "triton_gemm"),
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
     WorkflowInfo(name="aot_inductor", why_not={"llm": "no decode loop runs an AOTInductor package yet"},

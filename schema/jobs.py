@@ -22,16 +22,18 @@ class WorkflowOptions(StrictModel):
     # the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, through mlcbench's Triton kernel
     # instead of Inductor's reduction (default off); each layer's one-token RoPE, cache write and attention as
     # mlcbench's Triton kernel instead of Inductor's six (default off); the prefill replayed as a CUDA graph, one per
-    # prompt shape, instead of launched kernel by kernel from the host (default off)
+    # prompt shape, instead of launched kernel by kernel from the host (default off); the projections and LM head of
+    # a step of up to 64 rows through mlcbench's split-K Triton GEMM instead of cuBLAS (default off)
     fused_projections: Optional[bool] = None
     pdl: Optional[bool] = None
     triton_gemv: Optional[bool] = None
     triton_attention: Optional[bool] = None
     prefill_graph: Optional[bool] = None
+    triton_gemm: Optional[bool] = None
 
     # options added after stores were written: left out of a job's identity while None, so old job ids stay valid
     LATER: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "triton_gemv", "triton_attention",
-                                        "prefill_graph")
+                                        "prefill_graph", "triton_gemm")
 
     def non_default(self) -> str:
         """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""

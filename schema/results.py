@@ -135,12 +135,14 @@ class Applied(StrictModel):
     io_binding: Optional[bool] = None
     # torch_compile_decode: q/k/v and gate/up each one GEMM (False: one GEMM per projection, over the HF weights);
     # programmatic dependent launch in Inductor's Triton kernels; the batch-1 projections as mlcbench's Triton GEMV;
-    # the one-token attention as mlcbench's Triton kernel; the prefill as a CUDA graph
+    # the one-token attention as mlcbench's Triton kernel; the prefill as a CUDA graph; the few-row projections as
+    # mlcbench's split-K Triton GEMM
     fused_projections: Optional[bool] = None
     pdl: Optional[bool] = None
     triton_gemv: Optional[bool] = None
     triton_attention: Optional[bool] = None
     prefill_graph: Optional[bool] = None
+    triton_gemm: Optional[bool] = None
     # graphs dynamo compiled through the first call, or loaded whole from its precompile cache (0: the workflow ran
     # eagerly, whatever its name)
     compiled_graphs: Optional[int] = None

@@ -26,7 +26,7 @@ def test_job_id_changes_with_any_setting_but_not_the_timeout():
 
 
 @pytest.mark.parametrize("option", ["fused_projections", "pdl", "triton_gemv", "triton_attention",
-                                    "prefill_graph"])
+                                    "prefill_graph", "triton_gemm"])
 def test_a_later_option_keeps_old_job_ids_while_unset_and_makes_another_cell_when_set(option):
     base = job(workflow="torch_compile_decode", model="llama-2layer")
     assert job(workflow="torch_compile_decode", model="llama-2layer", options={option: None}).job_id == base.job_id

@@ -102,6 +102,30 @@ def test_one_row_steps_run_every_projection_through_the_row_kernel_with_its_norm
     assert calls == head + (layer * config.num_hidden_layers + head) * 2
 
 
+@torch.no_grad()
+def test_one_token_steps_of_several_rows_run_every_projection_and_the_lm_head_through_the_gemm_kernel():
+    model = hf_model()
+    calls = []
+
+    def recording_kernel(x, weight):
+        calls.append((x.shape[:-1], tuple(weight.shape)))
+        return torch.nn.functional.linear(x, weight)
+
+    prompt = torch.randint(3, 32000, (2, 5), generator=torch.Generator().manual_seed(5))
+    reference = plain(StaticLlama(model), [2]).generate(prompt, 3, with_logits=True)
+    out = plain(StaticLlama(model, gemm_kernel=recording_kernel), [2]).generate(prompt, 3, with_logits=True)
+    torch.testing.assert_close(out.step_logits, reference.step_logits, rtol=0, atol=0)
+    config = model.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    q_size, kv_size = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim
+    hidden, inter = config.hidden_size, config.intermediate_size
+    layer = [(q_size + 2 * kv_size, hidden), (hidden, q_size), (2 * inter, hidden), (hidden, inter)]
+    # the 5-token prefill runs cuBLAS's F.linear throughout; each of the two one-token steps, every projection of
+    # both rows and then the LM head
+    step = [((2, 1), shape) for shape in layer] * config.num_hidden_layers + [((2,), (config.vocab_size, hidden))]
+    assert calls == step * 2
+
+
 def test_a_row_kernel_needs_fused_projections_without_biases():
     with pytest.raises(Unfit, match="fuse_projections=False"):
         StaticLlama(hf_model(), fuse_projections=False, row_kernel=one_row_projection)
@@ -132,7 +156,7 @@ def test_one_token_steps_run_each_layers_attention_through_the_attention_kernel_
     assert calls == [(1, cache, [position]) for position in (5, 6, 7) for cache in caches]
 
 
-@pytest.mark.parametrize("option", ["triton_gemv", "triton_attention", "prefill_graph"])
+@pytest.mark.parametrize("option", ["triton_gemv", "triton_attention", "prefill_graph", "triton_gemm"])
 def test_the_triton_kernels_and_the_prefill_graph_are_refused_off_a_cuda_gpu(tmp_path, option):
     refused = run_job(job(options={option: True}), tmp_path)
     assert refused.status == "unsupported" and option in refused.reason and "cpu" in refused.reason

@@ -11,7 +11,8 @@ of the cache); only the last position goes through the LM head. Given a `row_ker
 one-row step runs each projection as one call of it that also does the RMSNorm before, the SiLU*up before, the
 residual add after (one_row_projection says what it computes). Given an `attention_kernel`
 (workers/decode/attention.py's), a one-token step runs each layer's RoPE, cache write and attention as one call of
-it.
+it. Given a `gemm_kernel` (workers/decode/gemm.py's), a one-token step of several rows runs each projection and the
+LM head through it.
 
 Same weights, not a copy: the fused tensors are built once and the HF model's q/k/v and gate/up weights become views
 of them (unfused, the HF weights themselves), so both models keep computing with the very same storage and memory is
@@ -142,14 +143,16 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: tor
 
 
 AttentionKernel = Callable[..., torch.Tensor]  # cached_attention's signature, for one token
+GemmKernel = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # F.linear's, without bias
 
 
 class Block(nn.Module):
     def __init__(self, layer, config, fuse_projections: bool = True, row_kernel: Optional[RowKernel] = None,
-                 attention_kernel: Optional[AttentionKernel] = None):
+                 attention_kernel: Optional[AttentionKernel] = None, gemm_kernel: Optional[GemmKernel] = None):
         super().__init__()
         self.row_kernel = row_kernel
         self.attention_kernel = attention_kernel
+        self.gemm_kernel = gemm_kernel
         attention, mlp = layer.self_attn, layer.mlp
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
@@ -187,7 +190,13 @@ class Block(nn.Module):
             return self.forward_one_row(x, positions, cos, sin)
         x = x + self.attend(rms_norm(x, self.attention_norm, self.eps), positions, cos, sin)
         gate, up = self.gate_up(rms_norm(x, self.ffn_norm, self.eps))
-        return x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
+        return x + self.linear(torch.nn.functional.silu(gate) * up, self.w2, self.b2)
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        """F.linear, through the GEMM kernel in a one-token step where there is one."""
+        if self.gemm_kernel is not None and x.shape[1] == 1 and bias is None:
+            return self.gemm_kernel(x, weight)
+        return torch.nn.functional.linear(x, weight, bias)
 
     def forward_one_row(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor,
                         sin: torch.Tensor) -> torch.Tensor:
@@ -201,19 +210,19 @@ class Block(nn.Module):
 
     def gate_up(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.fused:
-            return torch.nn.functional.linear(x, self.w13, self.b13).chunk(2, dim=-1)
-        return torch.nn.functional.linear(x, self.w1, self.b1), torch.nn.functional.linear(x, self.w3, self.b3)
+            return self.linear(x, self.w13, self.b13).chunk(2, dim=-1)
+        return self.linear(x, self.w1, self.b1), self.linear(x, self.w3, self.b3)
 
     def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.fused:
             q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-            return torch.nn.functional.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
-        return tuple(torch.nn.functional.linear(x, weight, bias)
+            return self.linear(x, self.wqkv, self.bqkv).split([q_size, kv_size, kv_size], dim=-1)
+        return tuple(self.linear(x, weight, bias)
                      for weight, bias in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
 
     def attend(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         out = self.attention(*self.qkv(x), positions, cos, sin)
-        return torch.nn.functional.linear(out, self.wo, self.bo)
+        return self.linear(out, self.wo, self.bo)
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor,
                   sin: torch.Tensor) -> torch.Tensor:
@@ -225,12 +234,14 @@ class Block(nn.Module):
 
 class StaticLlama(nn.Module):
     def __init__(self, hf_model, max_length: "int | None" = None, fuse_projections: bool = True,
-                 row_kernel: Optional[RowKernel] = None, attention_kernel: Optional[AttentionKernel] = None):
+                 row_kernel: Optional[RowKernel] = None, attention_kernel: Optional[AttentionKernel] = None,
+                 gemm_kernel: Optional[GemmKernel] = None):
         """max_length: the most positions a generation will fill (prompt + new tokens); None: the model's maximum.
         fuse_projections: q/k/v and gate/up each one GEMM (False: one GEMM per projection). row_kernel: what one-row
         steps run each projection through, with its norm, activation and residual (needs fused projections without
         biases). attention_kernel: what one-token steps run each layer's attention through (cached_attention's
-        math)."""
+        math). gemm_kernel: what one-token steps run each bias-free projection and the LM head through (F.linear's
+        math), where no row kernel does."""
         super().__init__()
         config = hf_model.config
         check_fits(hf_model, max_length or config.max_position_embeddings)
@@ -240,9 +251,11 @@ class StaticLlama(nn.Module):
                                           for module in hf_model.model.layers.modules()):
             raise Unfit(f"{type(hf_model).__name__}: projections with biases through a row kernel are not implemented")
         self.row_kernel = row_kernel
+        self.gemm_kernel = gemm_kernel
         self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
         self.embed = _shared(hf_model.model.embed_tokens.weight)
-        self.layers = nn.ModuleList(Block(layer, config, fuse_projections, row_kernel, attention_kernel)
+        self.layers = nn.ModuleList(Block(layer, config, fuse_projections, row_kernel, attention_kernel,
+                                          gemm_kernel)
                                     for layer in hf_model.model.layers)
         self.norm = _shared(hf_model.model.norm.weight)
         self.lm_head = _shared(hf_model.lm_head.weight)
@@ -273,4 +286,6 @@ class StaticLlama(nn.Module):
         last = x[:, -1]
         if self.row_kernel is not None and last.numel() == last.shape[-1]:
             return self.row_kernel(last, self.lm_head, norm=self.norm, eps=self.eps)
+        if self.gemm_kernel is not None and ids.shape[1] == 1:
+            return self.gemm_kernel(rms_norm(last, self.norm, self.eps), self.lm_head)
         return torch.nn.functional.linear(rms_norm(last, self.norm, self.eps), self.lm_head)
