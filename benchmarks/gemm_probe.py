@@ -67,7 +67,7 @@ def probe_shapes(model: str, rows: int, copy: float) -> list[dict]:
         print(f"{model} {rows}x{k}->{n}: cuBLAS {cublas * 1e3:.1f} us ({row['cublas_of_copy']:.1%} of copy); "
               f"best Triton {best['ms'] * 1e3:.1f} us ({best['of_copy']:.1%}) parts={best['parts']} "
               f"N{best['block_n']} K{best['block_k']} w{best['warps']} s{best['stages']}; rule's parts "
-              f"{gemm.splits(n, k, torch.cuda.get_device_properties(0).multi_processor_count)}: "
+              f"{gemm.splits(n, torch.cuda.get_device_properties(0).multi_processor_count)}: "
               + ", ".join(f"{c['parts']}:{c['ms'] * 1e3:.1f}" for c in timed[:6]), flush=True)
         results.append(row)
     return results

@@ -29,6 +29,21 @@ def check_fits(config) -> None:
 
 
 @triton.jit
+def _attend(q, keys, values, slots, position, length, scale, running_max, total, acc, dtype):
+    """One block of cache positions `slots` (keys and values with the new token's in place) folded into the online
+    softmax (running_max, total, acc)."""
+    # the scores rounded to the model dtype first, as the batched GEMM of cached_attention returns them
+    scores = tl.dot(q, tl.trans(keys)).to(dtype).to(tl.float32) * scale
+    scores = tl.where(((slots <= position) & (slots < length))[None, :], scores, float("-inf"))
+    new_max = tl.maximum(running_max, tl.max(scores, axis=1))
+    rescale = tl.exp(running_max - new_max)
+    weights = tl.exp(scores - new_max[:, None])
+    total = total * rescale + tl.sum(weights, axis=1)
+    acc = acc * rescale[:, None] + tl.dot(weights.to(dtype), values)
+    return new_max, total, acc
+
+
+@triton.jit
 def _decode_attention_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, k_cache_ptr, v_cache_ptr, position_ptr, out_ptr,
                              stride_q, stride_k, stride_v, stride_cache_row, stride_cache_head, length, scale,
                              GROUP: tl.constexpr, BLOCK_GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -42,10 +57,19 @@ def _decode_attention_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, k_cache_ptr,
     sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
     group = tl.arange(0, BLOCK_GROUP)
     in_group = group < GROUP
+    cache = row * stride_cache_row + kv_head * stride_cache_head
+    # the step's position and the first block of earlier positions' keys and values were written before this step
+    # began (the position is the step's input, the cache entries earlier steps'): read while the kernel before is
+    # still finishing, which under PDL hides most of this kernel's time at large batches
+    position = tl.load(position_ptr)
+    slots = tl.arange(0, BLOCK_POSITIONS)
+    offsets = cache + slots[:, None] * HEAD_DIM + dims[None, :]
+    earlier = (slots < position)[:, None]
+    first_keys = tl.load(k_cache_ptr + offsets, mask=earlier, other=0.0)
+    first_values = tl.load(v_cache_ptr + offsets, mask=earlier, other=0.0)
     if PDL:  # everything below reads what the kernels before wrote
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-    position = tl.load(position_ptr)
     cos = tl.load(cos_ptr + dims).to(tl.float32)
     sin = tl.load(sin_ptr + dims).to(tl.float32)
 
@@ -57,30 +81,24 @@ def _decode_attention_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, k_cache_ptr,
     k_new = tl.load(k_head + dims).to(tl.float32) * cos + tl.load(k_head + rotated_dims).to(tl.float32) * sign * sin
     k_new = k_new.to(dtype)
     v_new = tl.load(v_ptr + row * stride_v + kv_head * HEAD_DIM + dims)
-    cache = row * stride_cache_row + kv_head * stride_cache_head
     tl.store(k_cache_ptr + cache + position * HEAD_DIM + dims, k_new)
     tl.store(v_cache_ptr + cache + position * HEAD_DIM + dims, v_new)
 
     # online softmax over the filled positions; the new token's k and v from registers, not read back
-    running_max = tl.full((BLOCK_GROUP,), float("-inf"), tl.float32)
-    total = tl.zeros((BLOCK_GROUP,), tl.float32)
-    acc = tl.zeros((BLOCK_GROUP, HEAD_DIM), tl.float32)
-    for start in range(0, position + 1, BLOCK_POSITIONS):
+    current = (slots == position)[:, None]
+    running_max, total, acc = _attend(
+        q, tl.where(current, k_new[None, :], first_keys), tl.where(current, v_new[None, :], first_values), slots,
+        position, length, scale, tl.full((BLOCK_GROUP,), float("-inf"), tl.float32),
+        tl.zeros((BLOCK_GROUP,), tl.float32), tl.zeros((BLOCK_GROUP, HEAD_DIM), tl.float32), dtype)
+    for start in range(BLOCK_POSITIONS, position + 1, BLOCK_POSITIONS):
         slots = start + tl.arange(0, BLOCK_POSITIONS)
         earlier = (slots < position)[:, None]
         current = (slots == position)[:, None]
         offsets = cache + slots[:, None] * HEAD_DIM + dims[None, :]
         keys = tl.where(current, k_new[None, :], tl.load(k_cache_ptr + offsets, mask=earlier, other=0.0))
         values = tl.where(current, v_new[None, :], tl.load(v_cache_ptr + offsets, mask=earlier, other=0.0))
-        # the scores rounded to the model dtype first, as the batched GEMM of cached_attention returns them
-        scores = tl.dot(q, tl.trans(keys)).to(dtype).to(tl.float32) * scale
-        scores = tl.where(((slots <= position) & (slots < length))[None, :], scores, float("-inf"))
-        new_max = tl.maximum(running_max, tl.max(scores, axis=1))
-        rescale = tl.exp(running_max - new_max)
-        weights = tl.exp(scores - new_max[:, None])
-        total = total * rescale + tl.sum(weights, axis=1)
-        acc = acc * rescale[:, None] + tl.dot(weights.to(dtype), values)
-        running_max = new_max
+        running_max, total, acc = _attend(q, keys, values, slots, position, length, scale, running_max, total, acc,
+                                          dtype)
     out = (acc / total[:, None]).to(dtype)
     tl.store(out_ptr + row * (GROUP * tl.num_programs(1) * HEAD_DIM) + (kv_head * GROUP + group)[:, None] * HEAD_DIM
              + dims[None, :], out, mask=in_group[:, None])

@@ -18,8 +18,10 @@ import triton.language as tl
 MAX_ROWS = 64
 # tl.dot's smallest tile: fewer rows are padded to it
 MIN_ROWS = 16
-# (BLOCK_N, BLOCK_K, warps, stages) tried once per shape at its first call (the autotuning is kept on disk)
-CONFIGS = [(64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 4), (128, 128, 8, 4), (128, 256, 8, 3), (64, 128, 4, 6)]
+# (BLOCK_N, BLOCK_K, warps, stages) tried once per shape at its first call (the autotuning is kept on disk): the
+# configurations among the three fastest for some projection of Llama-2-7B or TinyLlama at 64 rows, out of 24 with
+# each split of K, on an H100 (benchmarks/gemm_probe.py, results/h100-gemm-probe-2026-11-26.json)
+CONFIGS = [(64, 128, 4, 4), (64, 64, 4, 4), (64, 128, 4, 3), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)]
 MAX_BLOCK_K = 256
 
 
@@ -59,11 +61,14 @@ _tuned_gemm_kernel = triton.autotune(
     key=["M", "N", "K", "split_len", "PDL"], cache_results=True)(_gemm_kernel)
 
 
-def splits(n: int, k: int, sm_count: int) -> int:
-    """How many parts K is split into: enough 128-wide output tiles times splits to give every SM one, each part at
-    least 1024 columns. Llama-2-7B on an H100 (132 SMs): q/k/v (12288 outputs) 2, gate/up 1, o 4, down 4."""
-    parts = 1
-    while triton.cdiv(n, 128) * parts < sm_count and k // (2 * parts) >= 1024:
+def splits(n: int, sm_count: int) -> int:
+    """How many parts K is split into: the most that keep 64-wide output tiles times parts within one program per
+    SM. On an H100 (132 SMs) the fastest split for every projection of Llama-2-7B and TinyLlama at 64 rows
+    (gemm_probe.py): Llama-2's o and down 2, TinyLlama's q/k/v 2 and o and down 4, the others 1."""
+    # plain integers: this runs where dynamo traces the step, and triton.cdiv's wrapper has a keyword default that
+    # torch 2.11 saves into the precompile cache as a guard it cannot load again (DefaultsSource)
+    tiles, parts = -(-n // 64), 1
+    while tiles * parts * 2 <= sm_count:
         parts *= 2
     return parts
 
@@ -94,7 +99,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, sm_count: int, pdl: bool = Fal
     GPU of `sm_count` SMs (it sets the split of K); with `pdl` launched with programmatic dependent launch (Hopper
     and later)."""
     n, k = weight.shape
-    parts = splits(n, k, sm_count)
+    parts = splits(n, sm_count)
     y = _few_row_linear(x.reshape(-1, k), weight, parts, pdl)
     y = y[0] if parts == 1 else y.sum(0).to(x.dtype)
     return y.view(*x.shape[:-1], n)
