@@ -91,13 +91,15 @@ def _decode_attention_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, k_cache_ptr,
         position, length, scale, tl.full((BLOCK_GROUP,), float("-inf"), tl.float32),
         tl.zeros((BLOCK_GROUP,), tl.float32), tl.zeros((BLOCK_GROUP, HEAD_DIM), tl.float32), dtype)
     for start in range(BLOCK_POSITIONS, position + 1, BLOCK_POSITIONS):
-        slots = start + tl.arange(0, BLOCK_POSITIONS)
-        earlier = (slots < position)[:, None]
-        current = (slots == position)[:, None]
-        offsets = cache + slots[:, None] * HEAD_DIM + dims[None, :]
-        keys = tl.where(current, k_new[None, :], tl.load(k_cache_ptr + offsets, mask=earlier, other=0.0))
-        values = tl.where(current, v_new[None, :], tl.load(v_cache_ptr + offsets, mask=earlier, other=0.0))
-        running_max, total, acc = _attend(q, keys, values, slots, position, length, scale, running_max, total, acc,
+        # names of the loop's own: Triton would carry the first block's (int32 positions) into it (int64 here)
+        block = start + tl.arange(0, BLOCK_POSITIONS)
+        block_offsets = cache + block[:, None] * HEAD_DIM + dims[None, :]
+        is_new = (block == position)[:, None]
+        keys = tl.where(is_new, k_new[None, :],
+                        tl.load(k_cache_ptr + block_offsets, mask=(block < position)[:, None], other=0.0))
+        values = tl.where(is_new, v_new[None, :],
+                          tl.load(v_cache_ptr + block_offsets, mask=(block < position)[:, None], other=0.0))
+        running_max, total, acc = _attend(q, keys, values, block, position, length, scale, running_max, total, acc,
                                           dtype)
     out = (acc / total[:, None]).to(dtype)
     tl.store(out_ptr + row * (GROUP * tl.num_programs(1) * HEAD_DIM) + (kv_head * GROUP + group)[:, None] * HEAD_DIM
