@@ -13,8 +13,9 @@ import triton.language as tl
 
 from mlcbench.workers.decode.static_llama import Unfit
 
-# cache positions per loop iteration (the benchmarks' 32 + 32 tokens: one)
-BLOCK_POSITIONS = 64
+# (positions per block, warps, stages) tried once per shape at its first call (the autotuning is kept on disk): the
+# first is the one every run before 2026-11-26 11:40 UTC used (the benchmarks' 32 + 32 tokens: one block of 64)
+CONFIGS = [(64, 4, 1), (64, 8, 1), (32, 4, 2), (32, 8, 2), (64, 2, 1), (16, 4, 3)]
 # tl.dot's smallest tile: a K/V head's query heads are padded to it
 MIN_DOT = 16
 
@@ -46,7 +47,7 @@ def _attend(q, keys, values, slots, position, length, scale, running_max, total,
 @triton.jit
 def _decode_attention_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, k_cache_ptr, v_cache_ptr, position_ptr, out_ptr,
                              stride_q, stride_k, stride_v, stride_cache_row, stride_cache_head, length, scale,
-                             GROUP: tl.constexpr, BLOCK_GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                             batch, GROUP: tl.constexpr, BLOCK_GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                              BLOCK_POSITIONS: tl.constexpr, PDL: tl.constexpr):
     # one program per (row, K/V head): its GROUP query heads are the rows of q
     row, kv_head = tl.program_id(0), tl.program_id(1)
@@ -106,6 +107,14 @@ def _decode_attention_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, k_cache_ptr,
              + dims[None, :], out, mask=in_group[:, None])
 
 
+# `batch` is in the key only (it sets the grid): a run of every configuration writes the same k and v into the caches,
+# so tuning leaves them as one run would
+_tuned_attention_kernel = triton.autotune(
+    configs=[triton.Config({"BLOCK_POSITIONS": block}, num_warps=warps, num_stages=stages)
+             for block, warps, stages in CONFIGS],
+    key=["length", "batch", "GROUP", "HEAD_DIM", "PDL"], cache_results=True)(_decode_attention_kernel)
+
+
 @torch.library.custom_op("mlcbench::decode_attention", mutates_args=("k_cache", "v_cache"))
 def _decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                       k_cache: torch.Tensor, v_cache: torch.Tensor, position: torch.Tensor, scale: float,
@@ -113,10 +122,10 @@ def _decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: to
     batch, kv_heads, length, head_dim = k_cache.shape
     group = q.shape[-1] // (kv_heads * head_dim)
     out = torch.empty(batch, q.shape[-1], dtype=q.dtype, device=q.device)
-    _decode_attention_kernel[(batch, kv_heads)](
+    _tuned_attention_kernel[(batch, kv_heads)](
         q, k, v, cos, sin, k_cache, v_cache, position, out, q.stride(0), k.stride(0), v.stride(0), k_cache.stride(0),
-        k_cache.stride(1), length, scale, GROUP=group, BLOCK_GROUP=max(MIN_DOT, triton.next_power_of_2(group)),
-        HEAD_DIM=head_dim, BLOCK_POSITIONS=BLOCK_POSITIONS, PDL=pdl, launch_pdl=pdl, num_warps=4)
+        k_cache.stride(1), length, scale, batch, GROUP=group, BLOCK_GROUP=max(MIN_DOT, triton.next_power_of_2(group)),
+        HEAD_DIM=head_dim, PDL=pdl, launch_pdl=pdl)
     return out
 
 
