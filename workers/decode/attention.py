@@ -60,8 +60,8 @@ def _decode_attention_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, k_cache_ptr,
     in_group = group < GROUP
     cache = row * stride_cache_row + kv_head * stride_cache_head
     # the step's position and the first block of earlier positions' keys and values were written before this step
-    # began (the position is the step's input, the cache entries earlier steps'): read while the kernel before is
-    # still finishing, which under PDL hides most of this kernel's time at large batches
+    # began (the position is the step's input, the cache entries earlier steps'): under PDL they stream in while the
+    # kernel before is still finishing
     position = tl.load(position_ptr)
     slots = tl.arange(0, BLOCK_POSITIONS)
     offsets = cache + slots[:, None] * HEAD_DIM + dims[None, :]
