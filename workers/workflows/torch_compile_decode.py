@@ -51,7 +51,7 @@ def attention_kernel(options: WorkflowOptions, config) -> Optional[AttentionKern
 
 
 def gemm_kernel(options: WorkflowOptions, ctx) -> Optional[GemmKernel]:
-    """With `triton_gemm`, mlcbench's Triton GEMM for the projections of a step (Unsupported for a batch it does not
+    """With `triton_gemm`, mlcbench's Triton GEMM for the projections of a step (Unfit for a batch it does not
     cover); else None, cuBLAS."""
     if not options.triton_gemm:
         return None
@@ -60,8 +60,8 @@ def gemm_kernel(options: WorkflowOptions, ctx) -> Optional[GemmKernel]:
     from mlcbench.workers.decode import gemm
 
     if ctx.job.batch_size > gemm.MAX_ROWS:
-        raise Unsupported(f"triton_gemm: the kernel covers steps of up to {gemm.MAX_ROWS} rows; this job's batch is "
-                          f"{ctx.job.batch_size}")
+        raise Unfit(f"triton_gemm: the kernel covers steps of up to {gemm.MAX_ROWS} rows; this job's batch is "
+                    f"{ctx.job.batch_size}")
     sm_count = torch.cuda.get_device_properties(ctx.device).multi_processor_count
     return partial(gemm.linear, sm_count=sm_count, pdl=bool(options.pdl))
 
