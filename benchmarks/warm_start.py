@@ -21,11 +21,13 @@ brings back at most 8 files, and on 2026-11-26 the profiles were left out.
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 CHILD = """
 import json, sys, time
@@ -70,11 +72,14 @@ print(json.dumps({"status": result.status, "passed": result.correctness.passed i
 """
 
 
-def run(job_json: str, cache_dir: Path, load: str = "", save: str = "", profile: str = "") -> dict:
+def run(job_json: str, cache_dir: Path, load: str = "", save: str = "", profile: str = "",
+        env: Optional[dict[str, str]] = None, log: Optional[Path] = None) -> dict:
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, job_json, str(cache_dir), load, save, profile],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - start
+    if log is not None:
+        log.write_text(done.stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         raise RuntimeError(f"child failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -92,6 +97,12 @@ def main() -> int:
                         help="which to run (cold always runs: the others need its caches and artifacts)")
     parser.add_argument("--repeats", type=int, default=2, help="warm processes per scenario")
     parser.add_argument("--json", type=Path, help="the rows so far, rewritten after each process")
+    parser.add_argument("--warm-env", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
+                        help="one more warm scenario (repeated --repeats times) whose processes run with these "
+                             "environment variables, e.g. TORCHINDUCTOR_COMPILE_THREADS=1; repeat the flag for more")
+    parser.add_argument("--log-dir", type=Path,
+                        help="keep each process's stderr here (with PYTHONPROFILEIMPORTTIME=1 in --warm-env: where "
+                             "its imports' time went)")
     parser.add_argument("--profile-dir", type=Path,
                         help="profile each warm process's job (cProfile): its top functions, by cumulative and by own "
                              "time, in a text file here")
@@ -105,18 +116,25 @@ def main() -> int:
                       repeats=3)
         with tempfile.TemporaryDirectory() as folder:
             root, mega = Path(folder), str(Path(folder) / "mega.bin")
-            scenarios = [("cold", root / "cache", "", mega)]
-            scenarios += [("warm", root / "cache", "", "")] * args.repeats
-            scenarios += [("warm+mega", root / "cache", mega, "")] * args.repeats
-            scenarios += [("mega only", root / f"empty{index}", mega, "") for index in range(args.repeats)]
+            scenarios = [("cold", root / "cache", "", mega, {})]
+            scenarios += [("warm", root / "cache", "", "", {})] * args.repeats
+            scenarios += [("warm+mega", root / "cache", mega, "", {})] * args.repeats
+            scenarios += [("mega only", root / f"empty{index}", mega, "", {}) for index in range(args.repeats)]
             scenarios = [scenario for scenario in scenarios if scenario[0] in {"cold", *args.scenarios.split(",")}]
-            for index, (scenario, cache_dir, load, save) in enumerate(scenarios):
+            for variables in args.warm_env:
+                env = dict(pair.split("=", 1) for pair in variables.split(","))
+                scenarios += [(f"warm {variables}", root / "cache", "", "", env)] * args.repeats
+            for index, (scenario, cache_dir, load, save, env) in enumerate(scenarios):
                 profile = ""
                 if args.profile_dir and scenario != "cold":
                     args.profile_dir.mkdir(parents=True, exist_ok=True)
                     profile = str(args.profile_dir / f"{workflow}-{index}-{scenario.replace(' ', '_')}.txt")
+                log = None
+                if args.log_dir:
+                    args.log_dir.mkdir(parents=True, exist_ok=True)
+                    log = args.log_dir / f"{workflow}-{index}-{scenario.split()[0]}.txt"
                 row = {"workflow": workflow, "scenario": scenario,
-                       **run(job.model_dump_json(), cache_dir, load, save, profile)}
+                       **run(job.model_dump_json(), cache_dir, load, save, profile, env, log)}
                 if save:
                     row["mega_bytes"] = Path(mega).stat().st_size
                 print(json.dumps(row), flush=True)

@@ -14,8 +14,9 @@ import triton.language as tl
 from mlcbench.workers.decode.static_llama import Unfit
 
 # (positions per block, warps, stages) tried once per shape at its first call (the autotuning is kept on disk): the
-# first is the one every run before 2026-11-26 11:40 UTC used (the benchmarks' 32 + 32 tokens: one block of 64)
-CONFIGS = [(64, 4, 1), (64, 8, 1), (32, 4, 2), (32, 8, 2), (64, 2, 1), (16, 4, 3)]
+# first is the one every run before 2026-11-26 11:40 UTC used (the benchmarks' 32 + 32 tokens: one block of 64); the
+# last was the fastest of 27 at Llama-2 b64 (benchmarks/results/h100-attention-probe-llama2-b64-2026-11-26.txt)
+CONFIGS = [(64, 4, 1), (64, 8, 1), (32, 4, 2), (32, 8, 2), (64, 2, 1), (16, 4, 3), (32, 2, 1)]
 # tl.dot's smallest tile: a K/V head's query heads are padded to it
 MIN_DOT = 16
 
