@@ -11,7 +11,10 @@ The artifacts are loaded right after the job's cache folder is set (where a work
 in the folder the compile reads.
 
     python benchmarks/warm_start.py --workflow torch_compile_decode,torch_compile_static [--model llama-2layer]
-        [--scenarios cold,warm] [--repeats 2] [--json rows.json] [--profile-dir profiles/]
+        [--scenarios cold,warm] [--repeats 2] [--warm-env NAME=VALUE ...] [--json rows.json] [--log-dir logs/]
+        [--profile-dir profiles/]
+
+Each row carries phases_s: the phases torch times itself (dynamo_timed), the 20 longest, summed over the process.
 
 --profile-dir writes each warm process's cProfile (top functions by cumulative and by own time). Compile threads
 blur it: the H100 profiles of 2026-11-26 (Python 3.12) show own times above cumulative ones, so read the call counts
@@ -51,6 +54,17 @@ def set_folder_and_load(root, device, shape=None):
     return folder
 
 inductor_cache.use_cache_folder = set_folder_and_load
+# the seconds of each phase torch times itself (dynamo_timed), kept before the worker's reset after the job clears them
+from torch._dynamo.utils import compilation_time_metrics
+phases = {}
+reset = torch._dynamo.reset
+
+def keep_phases_and_reset():
+    for name, times in compilation_time_metrics.items():
+        phases[name] = phases.get(name, 0.0) + sum(times)
+    reset()
+
+torch._dynamo.reset = keep_phases_and_reset
 if profile:
     import cProfile, io, pstats
     profiler = cProfile.Profile()
@@ -64,11 +78,14 @@ else:
 if save:
     Path(save).write_bytes(torch.compiler.save_cache_artifacts()[0])
 metrics = result.metrics
+keep_phases_and_reset()
+longest = sorted(phases.items(), key=lambda item: -item[1])[:20]
 print(json.dumps({"status": result.status, "passed": result.correctness.passed if result.correctness else None,
                   "compile_s": metrics.compile_s, "compile_cache": metrics.compile_cache,
                   **{name: metrics.settings.get(name) for name in ("prepare_s", "first_call_s", "dynamo_trace_s",
                                                                    "backend_s")},
-                  "median_call_ms": metrics.latency.median_ms if metrics.latency else None, **loaded}))
+                  "median_call_ms": metrics.latency.median_ms if metrics.latency else None, **loaded,
+                  "phases_s": {name: round(seconds, 3) for name, seconds in longest}}))
 """
 
 
@@ -96,6 +113,9 @@ def main() -> int:
     parser.add_argument("--scenarios", default="cold,warm,warm+mega,mega only",
                         help="which to run (cold always runs: the others need its caches and artifacts)")
     parser.add_argument("--repeats", type=int, default=2, help="warm processes per scenario")
+    parser.add_argument("--cold-repeats", type=int, default=1,
+                        help="cold processes, each into an empty folder (the warm ones read the first's): more than "
+                             "one gives the cold calls an interval to hold the warm calls to")
     parser.add_argument("--json", type=Path, help="the rows so far, rewritten after each process")
     parser.add_argument("--warm-env", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
                         help="one more warm scenario (repeated --repeats times) whose processes run with these "
@@ -117,6 +137,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as folder:
             root, mega = Path(folder), str(Path(folder) / "mega.bin")
             scenarios = [("cold", root / "cache", "", mega, {})]
+            # the further cold processes compile into folders of their own, which nothing reads after them
+            scenarios += [("cold", root / f"cold{index}", "", "", {}) for index in range(1, args.cold_repeats)]
             scenarios += [("warm", root / "cache", "", "", {})] * args.repeats
             scenarios += [("warm+mega", root / "cache", mega, "", {})] * args.repeats
             scenarios += [("mega only", root / f"empty{index}", mega, "", {}) for index in range(args.repeats)]
