@@ -4,7 +4,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mlcbench.workers.stacks.inductor_cache import CACHE_VARIABLES, recheck_autotune_cache, warm_start_caches
+from mlcbench.workers.stacks.inductor_cache import (CACHE_VARIABLES, compile_for_warm_start, recheck_autotune_cache,
+                                                     warm_start_caches)
 
 
 @pytest.mark.parametrize("precompile_shape", [None, "llama-2layer-random-fp32-b1-in8-out6"])
@@ -78,3 +79,45 @@ def test_the_fix_stands_in_for_torch_before_2_12_inside_the_block_only(tmp_path,
     with warm_start_caches(tmp_path, torch.device("cpu")):
         assert (CachingAutotuner.recheck_autotune_cache is recheck_autotune_cache) == patched
     assert CachingAutotuner.recheck_autotune_cache is original
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(4))
+        self.factor = 2.0
+
+    def forward(self, x):
+        return x * self.weight * self.factor
+
+
+def _scaled(model, x):
+    return model(x)
+
+
+def test_a_warm_start_compile_guards_a_modules_tensors_and_not_its_other_attributes(monkeypatch):
+    from torch._dynamo.testing import CompileCounter
+
+    from mlcbench.workers.stacks import inductor_cache
+
+    decided, filter_guards = [], inductor_cache.guards_kept
+
+    def recorded(entries):
+        kept = filter_guards(entries)
+        decided.extend(zip((entry.name for entry in entries), kept))
+        return kept
+
+    monkeypatch.setattr(inductor_cache, "guards_kept", recorded)
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = compile_for_warm_start(_scaled, backend=counter, fullgraph=True)
+    model, x = _Scaled(), torch.ones(4)
+    assert compiled(model, x).tolist() == [2.0] * 4
+    assert ("model.factor", False) in decided and ("x", True) in decided
+    model.factor = 3.0  # an attribute the job's cache folder fixes: not guarded, so not traced again
+    compiled(model, x)
+    assert counter.frame_count == 1
+    model.weight = torch.nn.Parameter(torch.ones(4, dtype=torch.float64))  # its tensors still are
+    assert compiled(model, x).dtype == torch.float64
+    assert counter.frame_count == 2
+    torch._dynamo.reset()

@@ -84,18 +84,38 @@ def job_shape(job: "JobSpec") -> str:
 
 
 def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
-    """torch.compile(fn, **compile_kwargs), made so that graphs dynamo's precompile cache loads keep the CUDA graphs
-    the compile's mode or options ask for. The cache loads inside torch.compile() and decides on CUDA graphs from
-    Inductor's global `triton.cudagraphs` (off unless set), not from the compile's options (torch 2.11-2.13,
-    `deserialize_bundled_cache_entry`): without this a warm process replays no CUDA graph and runs launch-bound,
-    TinyLlama b1 at a third of the cold process's tokens/s on an H200."""
+    """torch.compile(fn, **compile_kwargs), made for dynamo's precompile cache:
+    - graphs the cache loads keep the CUDA graphs the compile's mode or options ask for. The cache loads inside
+      torch.compile() and decides on CUDA graphs from Inductor's global `triton.cudagraphs` (off unless set), not from
+      the compile's options (torch 2.11-2.13, `deserialize_bundled_cache_entry`): without this a warm process replays
+      no CUDA graph and runs launch-bound, TinyLlama b1 at a third of the cold process's tokens/s on an H200.
+    - its guards leave out the modules' own attributes and keep their tensors (guards_kept). A `mode` becomes the
+      options it stands for: torch.compile takes a guard filter only among options, and options not beside a mode."""
     import torch
     from torch._inductor import list_mode_options
 
-    mode = compile_kwargs.get("mode")
-    options = {**(list_mode_options(mode) if mode else {}), **(compile_kwargs.get("options") or {})}
+    mode = compile_kwargs.pop("mode", None)
+    options = {**(list_mode_options(mode) if mode else {}), **(compile_kwargs.pop("options", None) or {})}
+    if hasattr(torch.compiler, "skip_guard_on_all_nn_modules_unsafe"):  # a torch that takes guard_filter_fn
+        options["guard_filter_fn"] = guards_kept
     with torch._inductor.config.patch({"triton.cudagraphs": bool(options.get("triton.cudagraphs", False))}):
-        return torch.compile(fn, **compile_kwargs)
+        return torch.compile(fn, options=options, **compile_kwargs)
+
+
+def guards_kept(entries: list[Any]) -> list[bool]:
+    """dynamo's guard filter for the compiles above: no guard on a module's own attributes (its hooks, flags, config
+    values: four in five of a Llama's, 852 of 1,087 at 4 layers), a guard on each of its tensors still (their shapes,
+    dtypes, devices), and on everything else as dynamo builds it. Every call checks a compiled function's guards, and
+    every warm process builds them again from the precompile cache (twice, torch 2.11-2.13): on the H100 that was
+    0.8-1.3 s of a Llama-2 b1 warm start of about 3 s (benchmarks/README). The attributes left out are what a job's
+    cache folder (job_shape: the model, its config, the options) already fixes; none of the compiled functions changes
+    a module after its compile."""
+    return [entry.guard_type == "TENSOR_MATCH" or not _on_module(entry) for entry in entries]
+
+
+def _on_module(entry: Any) -> bool:
+    source = entry.orig_guard.source
+    return source is not None and source.is_unspecialized_nn_module()
 
 
 def forget_installed_globals(namespace: dict[str, object], imported: frozenset[str]) -> None:
