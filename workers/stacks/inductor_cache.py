@@ -104,7 +104,7 @@ def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
 
 def guards_kept(entries: list[Any]) -> list[bool]:
     """dynamo's guard filter for the compiles above: no guard on a module's own attributes (its hooks, flags, config
-    values: four in five of a Llama's, 852 of 1,087 at 4 layers), a guard on each of its tensors still (their shapes,
+    values: 852 of a 4-layer Llama's 1,087 on torch 2.13), a guard on each of its tensors still (their shapes,
     dtypes, devices), and on everything else as dynamo builds it. Every call checks a compiled function's guards, and
     every warm process builds them again from the precompile cache (twice, torch 2.11-2.13): on the H100 that was
     0.8-1.3 s of a Llama-2 b1 warm start of about 3 s (benchmarks/README). The attributes left out are what a job's
