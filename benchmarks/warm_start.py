@@ -16,6 +16,10 @@ in the folder the compile reads.
 
 Each row carries phases_s: the phases torch times itself (dynamo_timed), the 20 longest, summed over the process.
 
+A warm scenario of `--warm-env WARM_START_WITHOUT=keep_compiled_bytecode` runs without that one of the worker's cache
+measures (inductor_cache's context managers; several joined by "+"): its ablation in the same folder.
+--cache-root keeps the folders (cold's is cache/) for a look after the run (module_load_probe.py).
+
 --profile-dir writes each warm process's cProfile (top functions by cumulative and by own time). Compile threads
 blur it: the H100 profiles of 2026-11-26 (Python 3.12) show own times above cumulative ones, so read the call counts
 rather than the cumulative times. On the GPU machine, pack the folder into one file before the call ends: a device call
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Optional
 
 CHILD = """
-import json, sys, time
+import contextlib, json, os, sys, time
 from pathlib import Path
 import torch
 from mlcbench.schema import JobSpec
@@ -42,6 +46,9 @@ from mlcbench.workers.stacks import inductor_cache
 
 job, cache_dir, load, save = JobSpec.model_validate_json(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 profile = sys.argv[5]
+for measure in filter(None, os.environ.get("WARM_START_WITHOUT", "").split("+")):
+    getattr(inductor_cache, measure)  # a name that is not one fails here, not silently
+    setattr(inductor_cache, measure, contextlib.nullcontext)
 loaded = {}
 set_folder = inductor_cache.use_cache_folder
 
@@ -123,6 +130,8 @@ def main() -> int:
     parser.add_argument("--log-dir", type=Path,
                         help="keep each process's stderr here (with PYTHONPROFILEIMPORTTIME=1 in --warm-env: where "
                              "its imports' time went)")
+    parser.add_argument("--cache-root", type=Path,
+                        help="an empty folder for the cache folders, kept after the run (default: a temporary one)")
     parser.add_argument("--profile-dir", type=Path,
                         help="profile each warm process's job (cProfile): its top functions, by cumulative and by own "
                              "time, in a text file here")
@@ -135,17 +144,21 @@ def main() -> int:
                       batch_size=args.batch_size, output_len=args.output_len, device=args.device, warmup=1,
                       repeats=3)
         with tempfile.TemporaryDirectory() as folder:
-            root, mega = Path(folder), str(Path(folder) / "mega.bin")
+            root = Path(folder) if args.cache_root is None else args.cache_root / workflow
+            root.mkdir(parents=True, exist_ok=True)
+            mega = str(root / "mega.bin")
             scenarios = [("cold", root / "cache", "", mega, {})]
             # the further cold processes compile into folders of their own, which nothing reads after them
             scenarios += [("cold", root / f"cold{index}", "", "", {}) for index in range(1, args.cold_repeats)]
-            scenarios += [("warm", root / "cache", "", "", {})] * args.repeats
-            scenarios += [("warm+mega", root / "cache", mega, "", {})] * args.repeats
-            scenarios += [("mega only", root / f"empty{index}", mega, "", {}) for index in range(args.repeats)]
-            scenarios = [scenario for scenario in scenarios if scenario[0] in {"cold", *args.scenarios.split(",")}]
-            for variables in args.warm_env:
-                env = dict(pair.split("=", 1) for pair in variables.split(","))
-                scenarios += [(f"warm {variables}", root / "cache", "", "", env)] * args.repeats
+            wanted = args.scenarios.split(",")
+            with_env = [(f"warm {variables}", dict(pair.split("=", 1) for pair in variables.split(",")))
+                        for variables in args.warm_env]
+            # the later scenarios interleaved, one process of each in turn: a drift of the machine meets them all
+            for index in range(args.repeats):
+                later = [("warm", root / "cache", "", "", {}), ("warm+mega", root / "cache", mega, "", {}),
+                         ("mega only", root / f"empty{index}", mega, "", {})]
+                scenarios += [scenario for scenario in later if scenario[0] in wanted]
+                scenarios += [(name, root / "cache", "", "", env) for name, env in with_env]
             for index, (scenario, cache_dir, load, save, env) in enumerate(scenarios):
                 profile = ""
                 if args.profile_dir and scenario != "cold":
