@@ -16,7 +16,7 @@ in the folder the compile reads.
 
 Each row carries phases_s: the phases torch times itself (dynamo_timed), the 20 longest, summed over the process.
 
-A warm scenario of `--warm-env WARM_START_WITHOUT=keep_compiled_bytecode` runs without that one of the worker's cache
+A warm scenario of `--warm-env WARM_START_WITHOUT=keep_tuned_configs` runs without that one of the worker's cache
 measures (inductor_cache's context managers; several joined by "+"): its ablation in the same folder.
 --cache-root keeps the folders (cold's is cache/) for a look after the run (module_load_probe.py).
 
@@ -89,6 +89,7 @@ keep_phases_and_reset()
 longest = sorted(phases.items(), key=lambda item: -item[1])[:20]
 print(json.dumps({"status": result.status, "passed": result.correctness.passed if result.correctness else None,
                   "compile_s": metrics.compile_s, "compile_cache": metrics.compile_cache,
+                  "compiler_import_s": metrics.compiler_import_s,
                   **{name: metrics.settings.get(name) for name in ("prepare_s", "first_call_s", "dynamo_trace_s",
                                                                    "backend_s")},
                   "median_call_ms": metrics.latency.median_ms if metrics.latency else None, **loaded,

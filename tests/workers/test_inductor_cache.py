@@ -1,13 +1,11 @@
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from mlcbench.workers.stacks import inductor_cache
-from mlcbench.workers.stacks.inductor_cache import (CACHE_VARIABLES, compile_for_warm_start, compile_kept,
-                                                     recheck_autotune_cache, warm_start_caches)
+from mlcbench.workers.stacks.inductor_cache import (CACHE_VARIABLES, compile_for_warm_start, recheck_autotune_cache,
+                                                     warm_start_caches)
 
 
 @pytest.mark.parametrize("precompile_shape", [None, "llama-2layer-random-fp32-b1-in8-out6"])
@@ -122,70 +120,4 @@ def test_a_warm_start_compile_guards_a_modules_tensors_and_not_its_other_attribu
     model.weight = torch.nn.Parameter(torch.ones(4, dtype=torch.float64))  # its tensors still are
     assert compiled(model, x).dtype == torch.float64
     assert counter.frame_count == 2
-    torch._dynamo.reset()
-
-
-def counted_compiles(monkeypatch) -> list[str]:
-    compiled = []
-
-    def counting(source, filename, mode, dont_inherit=False):
-        compiled.append(filename)
-        return compile(source, filename, mode, dont_inherit=dont_inherit)
-
-    monkeypatch.setattr(inductor_cache, "compile", counting, raising=False)
-    return compiled
-
-
-def run_module(code) -> dict:
-    namespace = {}
-    exec(code, namespace)
-    return namespace
-
-
-def test_a_module_is_compiled_once_and_its_bytecode_loaded_after(tmp_path, monkeypatch):
-    compiled = counted_compiles(monkeypatch)
-    path = str(tmp_path / "wrapper.py")
-    source = "def call(x):\n    return x * 3\n"
-    assert run_module(compile_kept(source, path, "exec", dont_inherit=True))["call"](2) == 6
-    assert run_module(compile_kept(source, path, "exec", dont_inherit=True))["call"](2) == 6
-    assert compiled == [path]
-    assert run_module(compile_kept(source.replace("3", "4"), path, "exec", dont_inherit=True))["call"](2) == 8
-    assert compiled == [path, path]
-
-
-def test_a_kept_module_that_does_not_load_is_compiled_again(tmp_path, monkeypatch):
-    compiled = counted_compiles(monkeypatch)
-    path = str(tmp_path / "wrapper.py")
-    compile_kept("answer = 42\n", path, "exec")
-    [kept] = tmp_path.glob("wrapper.py.*.code")
-    kept.write_bytes(kept.read_bytes()[:5])
-    assert run_module(compile_kept("answer = 42\n", path, "exec"))["answer"] == 42
-    assert len(compiled) == 2 and run_module(compile_kept("answer = 42\n", path, "exec"))["answer"] == 42
-    assert len(compiled) == 2
-
-
-def test_the_same_source_at_another_path_is_compiled_for_that_path(tmp_path, monkeypatch):
-    # a kernel's source is read back from the code's own file name (triton.jit): a code object must name its file
-    counted_compiles(monkeypatch)
-    first, second = str(tmp_path / "a.py"), str(tmp_path / "b.py")
-    compile_kept("x = 1\n", first, "exec")
-    assert compile_kept("x = 1\n", second, "exec").co_filename == second
-
-
-def test_inductors_modules_load_from_kept_bytecode_inside_a_warm_start_block(tmp_path, monkeypatch):
-    from torch._inductor.codecache import PyCodeCache
-    from torch._inductor.runtime import compile_tasks
-
-    torch._dynamo.reset()
-    with warm_start_caches(tmp_path, torch.device("cpu")):
-        assert torch.compile(lambda x: (x * 2).sin())(torch.ones(4)).tolist() == [torch.sin(torch.tensor(2.0))] * 4
-        loaded = [module.__file__ for module in PyCodeCache.modules]
-    assert loaded and all(list(Path(path).parent.glob(Path(path).name + ".*.code")) for path in loaded)
-    assert "compile" not in vars(compile_tasks)
-    compiled = counted_compiles(monkeypatch)
-    with warm_start_caches(tmp_path, torch.device("cpu")):
-        PyCodeCache.cache_clear()
-        for path in loaded:
-            PyCodeCache.load_by_key_path(Path(path).stem, path)
-    assert compiled == []
     torch._dynamo.reset()

@@ -8,20 +8,15 @@ with it a warm process checks the saved guards and loads the compiled graphs.
 
 Before torch 2.12 a kernel loaded from those caches forgot the launch config coordinate-descent tuning had found for it
 in an earlier process and was tuned again at its first run (pytorch/pytorch#172819): inside the block torch 2.12's
-fix stands in (keep_tuned_configs). Inductor compiles the source of every module it loads from them again in each
-process: inside the block the bytecode is kept beside the source, as Python keeps an imported module's
-(keep_compiled_bytecode)."""
+fix stands in (keep_tuned_configs)."""
 
 import hashlib
 import logging
-import marshal
 import os
 import platform
 import re
-import sys
 from contextlib import contextmanager
 from pathlib import Path
-from types import CodeType
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from mlcbench.schema.protocol import IMAGE_DIGEST_ENV
@@ -178,46 +173,6 @@ def keep_tuned_configs() -> Iterator[None]:
         CachingAutotuner.recheck_autotune_cache = original
 
 
-def compile_kept(source: str, filename: str, mode: str, dont_inherit: bool = False) -> CodeType:
-    """compile(), for the modules Inductor loads from its caches: the code object is kept (marshalled) beside the file
-    it came from, under a name that holds a digest of the file's path and source and the interpreter's bytecode tag,
-    and the next process loads it rather than compiling the source again. A kept one that does not load is compiled
-    again; a folder that cannot be written keeps nothing."""
-    digest = hashlib.sha256(f"{filename}\0{mode}\0{dont_inherit}\0{source}".encode()).hexdigest()[:16]
-    kept = Path(f"{filename}.{sys.implementation.cache_tag}-{digest}.code")
-    try:
-        return marshal.loads(kept.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
-    code = compile(source, filename, mode, dont_inherit=dont_inherit)
-    partial = kept.with_name(f"{kept.name}.{os.getpid()}")
-    try:
-        partial.write_bytes(marshal.dumps(code))
-        os.replace(partial, kept)
-    except OSError:
-        partial.unlink(missing_ok=True)
-    return code
-
-
-@contextmanager
-def keep_compiled_bytecode() -> Iterator[None]:
-    """Inside the block, the modules Inductor loads (a compiled graph's wrapper, each Triton kernel's) are compiled
-    from their source once and loaded as bytecode in later processes (compile_kept). torch 2.7-2.13 compile each
-    module's source in every process (`compile_tasks._reload_python_module`); a 32-layer Llama's wrapper is (measure)."""
-    from torch._inductor.runtime import compile_tasks
-
-    namespace = vars(compile_tasks)
-    before = namespace.get("compile")
-    namespace["compile"] = compile_kept  # the module's global shadows the builtin its loader calls
-    try:
-        yield
-    finally:
-        if before is None:
-            del namespace["compile"]
-        else:
-            namespace["compile"] = before
-
-
 @contextmanager
 def warm_start_caches(root: Path, device: "torch.device",
                       precompile_shape: Optional[str] = None) -> Iterator[tuple[str, ...]]:
@@ -226,7 +181,7 @@ def warm_start_caches(root: Path, device: "torch.device",
     (a precompile shape's, for one)."""
     before = {name: os.environ.get(name) for name in CACHE_VARIABLES}
     try:
-        with keep_tuned_configs(), keep_compiled_bytecode(), _caches(root, device, precompile_shape) as caches:
+        with keep_tuned_configs(), _caches(root, device, precompile_shape) as caches:
             yield caches
     finally:
         for name, value in before.items():
