@@ -169,6 +169,9 @@ class Metrics(StrictModel):
     compile_cold: Optional[CompileCost] = None
     compile_warm: Optional[CompileCost] = None
     load_s: Optional[float] = Field(None, description="model construction / loading")
+    compiler_import_s: Optional[float] = Field(
+        None, description="importing the workflow's compiler (its catalog row's compiler_modules) before the model is "
+                          "built: once a process, caches or not, so not part of compile_s")
     torch_peak_mem_bytes: Optional[int] = None
     nvml_peak_mem_bytes: Optional[int] = None
     # synthetic

@@ -59,6 +59,7 @@ class FlatRow:
     compile_warm_s: Optional[float]
     compile_warm_n: Optional[int]
     load_s: Optional[float]
+    compiler_import_s: Optional[float]
     peak_mem_bytes: Optional[int]
     correct: Optional[bool]
     processes_checked: Optional[int]
@@ -106,7 +107,7 @@ def flat_row(result: Result) -> FlatRow:
         cell_settings=job.cell_settings, sweep_id=provenance.sweep_id, compile_s=metrics.compile_s,
         compile_cold_s=cold.median_s if cold else None, compile_cold_n=cold.n if cold else None,
         compile_warm_s=warm.median_s if warm else None, compile_warm_n=warm.n if warm else None, load_s=metrics.load_s,
-        peak_mem_bytes=metrics.peak_mem_bytes, correct=check.passed if check else None,
+        compiler_import_s=metrics.compiler_import_s, peak_mem_bytes=metrics.peak_mem_bytes, correct=check.passed if check else None,
         processes_checked=check.processes_checked if check else None,
         processes_failed=check.processes_failed if check else None,
         cosine=check.cosine if check else None, rel_l2_error=check.rel_l2_error if check else None,

@@ -42,9 +42,36 @@ def test_a_synthetic_job_records_the_compile_facts_an_llm_job_does(tmp_path, wor
     assert metrics.settings["prepare_s"] >= 0 and metrics.settings["first_call_s"] > 0
     if workflow == "eager":
         assert metrics.applied.compiled_graphs == 0 and metrics.graph_breaks is None and metrics.recompiles is None
+        assert metrics.compiler_import_s is None
     else:
+        assert metrics.compiler_import_s >= 0
         assert metrics.applied.compiled_graphs == 1 and metrics.graph_breaks == 0 and metrics.recompiles == 0
         assert metrics.settings["dynamo_trace_s"] > 0 and metrics.settings["backend_s"] > 0
+
+
+def test_the_compiler_is_imported_before_the_compile_is_timed_and_its_import_measured_apart(tmp_path, monkeypatch):
+    import sys
+
+    from mlcbench.schema import WORKFLOWS
+    from mlcbench.workers.measurement import core
+    from mlcbench.workers.measurement.synthetic import Synthetic
+
+    (tmp_path / "slow_compiler.py").write_text("import time\ntime.sleep(0.3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_compiler", raising=False)
+    monkeypatch.setitem(WORKFLOWS, "torch_compile",
+                        WORKFLOWS["torch_compile"].model_copy(update={"compiler_modules": ("slow_compiler",)}))
+    build, imported_at_build = Synthetic.build, []
+
+    def noting_build(self):
+        imported_at_build.append("slow_compiler" in sys.modules)
+        build(self)
+
+    monkeypatch.setattr(Synthetic, "build", noting_build)
+    result = run_job(synthetic("torch_compile"), tmp_path / "cache")
+    assert result.status == "ok", result.error
+    assert result.metrics.compiler_import_s >= 0.3 and imported_at_build == [True]
+    assert core.import_compiler("eager") is None
 
 
 def test_onnxruntime_without_io_binding_on_cpu_records_it(tmp_path):

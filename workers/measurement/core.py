@@ -1,9 +1,11 @@
-"""The steps every model kind's measurement shares: the model built (load_s), eager's reference, the workflow's
-preparation and first call inside its `compiling` block (together the compile cost, with what dynamo compiled there),
-the check of that first call against eager, the timed calls, and the memory peaks through the first call. A
-ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what differs: how its model is built and called,
-what its check compares, and the figures of its kind. Both kinds record the same compile facts."""
+"""The steps every model kind's measurement shares: the workflow's compiler imported (compiler_import_s), the model
+built (load_s), eager's reference, the workflow's preparation and first call inside its `compiling` block (together
+the compile cost, with what dynamo compiled there), the check of that first call against eager, the timed calls, and
+the memory peaks through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
+differs: how its model is built and called, what its check compares, and the figures of its kind. Both kinds record
+the same compile facts."""
 
+import importlib
 import time
 from abc import ABC, abstractmethod
 from contextlib import ExitStack, nullcontext
@@ -12,7 +14,7 @@ from typing import Callable, ClassVar, ContextManager, Generic, Mapping, Optiona
 
 import torch
 
-from mlcbench.schema import REFERENCE, Applied, Correctness, Metrics, ModelInfo, Timing
+from mlcbench.schema import REFERENCE, WORKFLOWS, Applied, Correctness, Metrics, ModelInfo, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with_fields
 from mlcbench.workers.measurement.clocks import clocks_during_calls
@@ -79,9 +81,22 @@ class Measured:
     correctness: Optional[Correctness]
 
 
+def import_compiler(workflow: str) -> Optional[float]:
+    """Import the workflow's compiler (its catalog row's compiler_modules): the seconds it took, or None where the row
+    names none. torch.compile imports Inductor at its first compile, a second of a warm start that no cache removes."""
+    info = WORKFLOWS.get(workflow)
+    if info is None or not info.compiler_modules:
+        return None
+    begin = time.perf_counter()
+    for module in info.compiler_modules:
+        importlib.import_module(module)
+    return time.perf_counter() - begin
+
+
 def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measured:
     job, cuda = ctx.job, ctx.device.type == "cuda"
     compiled = workflow.name != REFERENCE
+    compiler_import_s = import_compiler(workflow.name)
     notes: dict[str, Setting] = {}  # the measurement's own provenance, stored beside the workflow's notes
     with torch.no_grad():
         # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
@@ -117,6 +132,7 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measur
     metrics = Metrics(
         latency=for_this_process(latency, correctness=correctness, **figures.process),
         compile_s=prepare_s + first_call_s, compile_cache=compile_stats.compile_cache, load_s=load_s,
+        compiler_import_s=compiler_import_s,
         torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
         graph_breaks=compile_stats.graph_breaks if compiled else None,
         recompiles=compile_stats.recompiles + late_compiles if compiled else None,

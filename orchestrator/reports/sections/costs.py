@@ -24,6 +24,7 @@ class CostRow(WorkflowKey):
     compile_cold_s: Optional[float]
     compile_warm_s: Optional[float]
     load_s_median: Optional[float]
+    compiler_import_s_median: Optional[float]  # once a process, outside compile_s (WorkflowInfo.compiler_modules)
     peak_mem_bytes: Optional[int]
     peak_mem_batch: Optional[int]
     compile_cold_n: int = 0
@@ -98,13 +99,14 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
         costs = [compile_costs(r) for r in tried[key]]
         by_cache = {state: [cost[state] for cost in costs if state in cost] for state in ("cold", "warm")}
         load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
+        import_times = [r.metrics.compiler_import_s for r in members if r.metrics.compiler_import_s is not None]
         with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
         biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None
         rows.append(CostRow(
             key.gpu, key.env, key.model, key.workflow, tuple(sorted(r.job.batch_size for r in members)),
             median(compile_times) if compile_times else None, max(compile_times) if compile_times else None,
             *(median(s for s, _ in by_cache[state]) if by_cache[state] else None for state in ("cold", "warm")),
-            median(load_times) if load_times else None,
+            median(load_times) if load_times else None, median(import_times) if import_times else None,
             biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None,
             *(sum(n for _, n in by_cache[state]) for state in ("cold", "warm"))))
     return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow)))
@@ -113,19 +115,20 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
 COLUMNS = (Column("model"), Column("workflow"), Column("gpu"), Column("env"), Column("batches ok", numeric=True),
            Column("compile s (median)", numeric=True), Column("compile s (max)", numeric=True),
            Column("cold / warm s (processes)", numeric=True), Column("load s (median)", numeric=True),
-           Column("peak memory", numeric=True), Column("at batch", numeric=True))
+           Column("compiler import s", numeric=True), Column("peak memory", numeric=True), Column("at batch", numeric=True))
 
 
 def _cells(row: CostRow) -> tuple[Cell, ...]:
     return text_cells(row.model, row.workflow, row.gpu, row.env, ", ".join(str(b) for b in row.batches_ok),
                       fmt.number(row.compile_s_median), fmt.number(row.compile_s_max),
                       fmt.cold_warm(row.compile_cold_s, row.compile_cold_n, row.compile_warm_s, row.compile_warm_n),
-                      fmt.number(row.load_s_median), fmt.gigabytes(row.peak_mem_bytes),
+                      fmt.number(row.load_s_median), fmt.number(row.compiler_import_s_median), fmt.gigabytes(row.peak_mem_bytes),
                       "—" if row.peak_mem_batch is None else f"b{row.peak_mem_batch}")
 
 
 def costs_section(rows: Iterable[CostRow]) -> Optional[Section]:
     return table_section(
         "Compile time and peak memory", "over the runs that ended ok: the first call, compile included; cold / warm: "
-        "the compile caches empty / full, the median over that many processes", COLUMNS,
+        "the compile caches empty / full, the median over that many processes; compiler import: the workflow's "
+        "compiler imported before the model is built, once a process, caches or not (not in the compile times)", COLUMNS,
         tuple(_cells(row) for row in rows))
