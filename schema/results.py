@@ -56,6 +56,7 @@ class ProcessTiming(StrictModel):
     # what preparing the cell cost this process: the first compiles cold, later ones may find Inductor's cache warm
     compile_s: Optional[float] = None
     compile_cache: Optional[Literal["cold", "warm"]] = None
+    compiler_import_s: Optional[float] = None  # Metrics.compiler_import_s of this process
     # every process checks its own first call against eager (a cell fails its check when one process fails)
     correctness: Optional["Correctness"] = None
     # synthetic: the GPU time of one call without the host's launch cost, per timed call (empty where not measured)

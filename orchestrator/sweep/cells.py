@@ -69,6 +69,7 @@ class CellAttempt:
                 "sweep_id": self.sweep_id, "round": round_index, "position": position,
                 "compile_s": result.metrics.compile_s,
                 "compile_cache": result.metrics.compile_cache,
+                "compiler_import_s": result.metrics.compiler_import_s,
                 "correctness": process.correctness or result.correctness}) for process in latency.processes)
         self.clocks.extend(result.provenance.clocks)
         self.ended_at = result.provenance.ended_at

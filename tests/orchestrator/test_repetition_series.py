@@ -11,6 +11,7 @@ import pytest
 from mlcbench.orchestrator import stats, sweep as sweeping
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.planner import measured_in_full, processes_due
+from mlcbench.orchestrator.reports.sections.costs import cost_rows
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store, provenance
@@ -35,7 +36,8 @@ def _process(job: JobSpec, level: float, cache: Optional[str], compile_s: float 
                         device_method="cuda_graph_replay_queued" if device_ms else None, step_ms=step_ms)])
     check = Correctness(method="outputs", tolerance=0.01, passed=passed, rel_l2_error=0.001 if passed else 0.5)
     return Result(job_id=job.job_id, job=job, status="ok", correctness=check,
-                  metrics=Metrics(latency=timing, tflops=1.0 / level, compile_s=compile_s, compile_cache=cache),
+                  metrics=Metrics(latency=timing, tflops=1.0 / level, compile_s=compile_s, compile_cache=cache,
+                                  compiler_import_s=compile_s / 10),
                   provenance=Provenance(hostname=host, packages={"torch": "2.11.0"}, python="3.11.7",
                                         gpu=GpuInfo(name="NVIDIA H100", uuid=gpu) if gpu else None))
 
@@ -74,6 +76,10 @@ def test_cold_and_warm_processes_of_different_programs_are_two_series_and_the_fi
     cold, warm = cell.metrics.compile_cold, cell.metrics.compile_warm
     assert (cold.n, cold.median_s) == (1, 20.0)
     assert (warm.n, warm.min_s, warm.max_s, warm.median_s) == (3, 7.0, 9.0, 8.0)
+    # each process's import of the compiler is its own, in either series
+    assert [p.compiler_import_s for p in timing.other_series + timing.processes] == pytest.approx([2.0, 0.7, 0.8, 0.9])
+    [costs] = cost_rows([cell])
+    assert costs.compiler_import_s_median == pytest.approx(0.85)
 
 
 def test_cold_processes_that_run_the_warm_program_join_its_figure():

@@ -24,7 +24,7 @@ class CostRow(WorkflowKey):
     compile_cold_s: Optional[float]
     compile_warm_s: Optional[float]
     load_s_median: Optional[float]
-    compiler_import_s_median: Optional[float]  # once a process, outside compile_s (WorkflowInfo.compiler_modules)
+    compiler_import_s_median: Optional[float]  # over its processes: once each, outside compile_s
     peak_mem_bytes: Optional[int]
     peak_mem_batch: Optional[int]
     compile_cold_n: int = 0
@@ -48,6 +48,17 @@ def _compiles(result: Result) -> list[tuple[float, Optional[str]]]:
     if measured:
         return measured
     return [(result.metrics.compile_s, result.metrics.compile_cache)] if result.metrics.compile_s is not None else []
+
+
+def _compiler_imports(result: Result) -> list[float]:
+    """The compiler's import, in seconds, in each worker process of a result (its own figure, for a result that does
+    not keep them per process)."""
+    latency = result.metrics.latency
+    processes = [*latency.processes, *latency.other_series] if latency else []
+    measured = [p.compiler_import_s for p in processes if p.compiler_import_s is not None]
+    if measured:
+        return measured
+    return [result.metrics.compiler_import_s] if result.metrics.compiler_import_s is not None else []
 
 
 CompileState = Literal["cold", "warm"]
@@ -99,7 +110,7 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
         costs = [compile_costs(r) for r in tried[key]]
         by_cache = {state: [cost[state] for cost in costs if state in cost] for state in ("cold", "warm")}
         load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
-        import_times = [r.metrics.compiler_import_s for r in members if r.metrics.compiler_import_s is not None]
+        import_times = [seconds for r in members for seconds in _compiler_imports(r)]
         with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
         biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None
         rows.append(CostRow(
