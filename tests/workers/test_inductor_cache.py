@@ -91,11 +91,19 @@ class _Scaled(torch.nn.Module):
         return x * self.weight * self.factor
 
 
-def _scaled(model, x):
-    return model(x)
+class _Cache:
+    """An object handed to the compiled function beside the model (as generate() hands it a KV cache)."""
+
+    def __init__(self):
+        self.offset = 1.0
+        self.buffer = torch.zeros(4)
 
 
-def test_a_warm_start_compile_guards_a_modules_tensors_and_not_its_other_attributes(monkeypatch):
+def _scaled(model, cache, x):
+    return model(x) + cache.buffer + cache.offset
+
+
+def test_a_warm_start_compile_guards_tensors_shapes_and_grad_mode_and_not_other_attributes(monkeypatch):
     from torch._dynamo.testing import CompileCounter
 
     from mlcbench.workers.stacks import inductor_cache
@@ -111,13 +119,20 @@ def test_a_warm_start_compile_guards_a_modules_tensors_and_not_its_other_attribu
     torch._dynamo.reset()
     counter = CompileCounter()
     compiled = compile_for_warm_start(_scaled, backend=counter, fullgraph=True)
-    model, x = _Scaled(), torch.ones(4)
-    assert compiled(model, x).tolist() == [2.0] * 4
-    assert ("model.factor", False) in decided and ("x", True) in decided
-    model.factor = 3.0  # an attribute the job's cache folder fixes: not guarded, so not traced again
-    compiled(model, x)
+    model, cache, x = _Scaled(), _Cache(), torch.ones(4)
+    assert compiled(model, cache, x).tolist() == [3.0] * 4
+    assert ("model.factor", False) in decided and ("cache.offset", False) in decided and ("x", True) in decided
+    # attributes the job's cache folder fixes: not guarded, so not traced again
+    model.factor, cache.offset = 3.0, 5.0
+    compiled(model, cache, x)
     assert counter.frame_count == 1
-    model.weight = torch.nn.Parameter(torch.ones(4, dtype=torch.float64))  # its tensors still are
-    assert compiled(model, x).dtype == torch.float64
+    model.weight = torch.nn.Parameter(torch.ones(4, dtype=torch.float64))  # the tensors still are
+    assert compiled(model, cache, x).dtype == torch.float64
     assert counter.frame_count == 2
+    cache.buffer = torch.zeros(1)  # a tensor of another object, of another shape
+    compiled(model, cache, x)
+    assert counter.frame_count == 3
+    with torch.no_grad():  # and the process's global state
+        compiled(model, cache, x)
+    assert counter.frame_count == 4
     torch._dynamo.reset()

@@ -89,8 +89,8 @@ def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
       torch.compile() and decides on CUDA graphs from Inductor's global `triton.cudagraphs` (off unless set), not from
       the compile's options (torch 2.11-2.13, `deserialize_bundled_cache_entry`): without this a warm process replays
       no CUDA graph and runs launch-bound, TinyLlama b1 at a third of the cold process's tokens/s on an H200.
-    - its guards leave out the modules' own attributes and keep their tensors (guards_kept). A `mode` becomes the
-      options it stands for: torch.compile takes a guard filter only among options, and options not beside a mode."""
+    - its guards are on tensors, shapes and global state alone (guards_kept). A `mode` becomes the options it stands
+      for: torch.compile takes a guard filter only among options, and options not beside a mode."""
     import torch
     from torch._inductor import list_mode_options
 
@@ -102,20 +102,25 @@ def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
         return torch.compile(fn, options=options, **compile_kwargs)
 
 
+# the guards a compile kept for warm starts builds: on tensors (parameters and buffers included: shape, strides, dtype,
+# device), on the symbolic shapes' ranges, on which inputs alias, and on the process's global state (grad mode and
+# the like); none on other objects' attributes, identities or values
+GUARDS_KEPT = frozenset({"TENSOR_MATCH", "SHAPE_ENV", "DUPLICATE_INPUT", "NO_TENSOR_ALIASING", "GLOBAL_STATE",
+                         "GRAD_MODE", "DETERMINISTIC_ALGORITHMS", "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
+                         "AUTOGRAD_SAVED_TENSORS_HOOKS"})
+
+
 def guards_kept(entries: list[Any]) -> list[bool]:
-    """dynamo's guard filter for the compiles above: no guard on a module's own attributes (its hooks, flags, config
-    values: 852 of a 4-layer Llama's 1,087 on torch 2.13), a guard on each of its tensors still (their shapes,
-    dtypes, devices), and on everything else as dynamo builds it. Every call checks a compiled function's guards, and
-    every warm process builds them again from the precompile cache (twice, torch 2.11-2.13): on the H100 that was
-    0.8-1.3 s of a Llama-2 b1 warm start of about 3 s (benchmarks/README). The attributes left out are what a job's
-    cache folder (job_shape: the model, its config, the options) already fixes; none of the compiled functions changes
-    a module after its compile."""
-    return [entry.guard_type == "TENSOR_MATCH" or not _on_module(entry) for entry in entries]
-
-
-def _on_module(entry: Any) -> bool:
-    source = entry.orig_guard.source
-    return source is not None and source.is_unspecialized_nn_module()
+    """dynamo's guard filter for the compiles above: only the guards of GUARDS_KEPT. Every call checks a compiled
+    function's guards, and every warm process builds them again from the precompile cache (twice, torch 2.11-2.13):
+    on the H100 a Llama-2 b1 warm start spent 0.8-1.3 s of about 3 s on them with every guard (benchmarks/README).
+    Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13, here) this keeps 438; the
+    rest are on module attributes (hooks, flags, config values), on the KV cache object's and on transformers'
+    globals. What
+    they check, the job's cache folder already fixes (job_shape: the model, its config, the options, the workflow's
+    cache), and the compiled functions take what varies between their calls as tensors; a process that loaded a
+    wrong graph would still fail the teacher-forced check of every step."""
+    return [entry.guard_type in GUARDS_KEPT for entry in entries]
 
 
 def forget_installed_globals(namespace: dict[str, object], imported: frozenset[str]) -> None:
