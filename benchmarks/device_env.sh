@@ -22,5 +22,13 @@ fi
 # Bytecode goes to a folder of its own, written by the first process that imports each module.
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=/root/pycache
+# Bytecode for every installed module, written once per machine before anything is measured, as pip writes it at
+# install: otherwise a machine's first processes write it as they import (a cold compile's worker pool, which imports
+# torch in each worker, among them), inside the times they measure.
+if [ ! -f /root/pycache/.compiled ]; then
+    python3 -m compileall -q -j 0 "$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')" \
+        /root/site >/dev/null 2>&1
+    touch /root/pycache/.compiled
+fi
 mlcbench() { python3 -m mlcbench.orchestrator "$@"; }
 set +e

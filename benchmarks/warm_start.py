@@ -79,6 +79,9 @@ if profile:
     text = io.StringIO()
     for order in ("cumulative", "tottime"):
         pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(60)
+    # where a warm start's own phases go, one level down
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_callees(
+        r"\(precompile\)|_precompile_config|build_guards|load_by_key_path|_make_launchers|triton_heuristics.py.*\(triton\)")
     Path(profile).write_text(text.getvalue())
 else:
     result = run_job(job, cache_dir)
