@@ -82,6 +82,9 @@ if profile:
     # where a warm start's own phases go, one level down
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_callees(
         r"\(precompile\)|_precompile_config|build_guards|load_by_key_path|_make_launchers|triton_heuristics.py.*\(triton\)")
+    # and who hashes what (Triton's and torch's keys of their own installs)
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_callers(
+        r"update' of '_hashlib|triton_key|torch_key|get_code_hash|triton_hash_with_backend")
     Path(profile).write_text(text.getvalue())
 else:
     result = run_job(job, cache_dir)
