@@ -83,7 +83,8 @@ class Measured:
 
 def import_compiler(workflow: str) -> Optional[float]:
     """Import the workflow's compiler (its catalog row's compiler_modules): the seconds it took, or None where the row
-    names none. torch.compile imports Inductor at its first compile, a second of a warm start that no cache removes."""
+    names none. torch.compile imports Inductor at its first compile: 1.6-3 s on the H100's hosts, which no cache
+    removes (benchmarks/README, fifth pass)."""
     info = WORKFLOWS.get(workflow)
     if info is None or not info.compiler_modules:
         return None

@@ -116,10 +116,9 @@ def guards_kept(entries: list[Any]) -> list[bool]:
     on the H100 a Llama-2 b1 warm start spent 0.8-1.3 s of about 3 s on them with every guard (benchmarks/README).
     Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13, here) this keeps 438; the
     rest are on module attributes (hooks, flags, config values), on the KV cache object's and on transformers'
-    globals. What
-    they check, the job's cache folder already fixes (job_shape: the model, its config, the options, the workflow's
-    cache), and the compiled functions take what varies between their calls as tensors; a process that loaded a
-    wrong graph would still fail the teacher-forced check of every step."""
+    globals. What they check, the job's cache folder already fixes (job_shape: the model, its config, the options,
+    the workflow's cache), and the compiled functions take what varies between their calls as tensors; a process that
+    loaded a wrong graph would still fail the teacher-forced check of every step."""
     return [entry.guard_type in GUARDS_KEPT for entry in entries]
 
 

@@ -126,14 +126,16 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
 COLUMNS = (Column("model"), Column("workflow"), Column("gpu"), Column("env"), Column("batches ok", numeric=True),
            Column("compile s (median)", numeric=True), Column("compile s (max)", numeric=True),
            Column("cold / warm s (processes)", numeric=True), Column("load s (median)", numeric=True),
-           Column("compiler import s", numeric=True), Column("peak memory", numeric=True), Column("at batch", numeric=True))
+           Column("compiler import s", numeric=True), Column("peak memory", numeric=True),
+           Column("at batch", numeric=True))
 
 
 def _cells(row: CostRow) -> tuple[Cell, ...]:
     return text_cells(row.model, row.workflow, row.gpu, row.env, ", ".join(str(b) for b in row.batches_ok),
                       fmt.number(row.compile_s_median), fmt.number(row.compile_s_max),
                       fmt.cold_warm(row.compile_cold_s, row.compile_cold_n, row.compile_warm_s, row.compile_warm_n),
-                      fmt.number(row.load_s_median), fmt.number(row.compiler_import_s_median), fmt.gigabytes(row.peak_mem_bytes),
+                      fmt.number(row.load_s_median), fmt.number(row.compiler_import_s_median),
+                      fmt.gigabytes(row.peak_mem_bytes),
                       "—" if row.peak_mem_batch is None else f"b{row.peak_mem_batch}")
 
 
@@ -141,5 +143,5 @@ def costs_section(rows: Iterable[CostRow]) -> Optional[Section]:
     return table_section(
         "Compile time and peak memory", "over the runs that ended ok: the first call, compile included; cold / warm: "
         "the compile caches empty / full, the median over that many processes; compiler import: the workflow's "
-        "compiler imported before the model is built, once a process, caches or not (not in the compile times)", COLUMNS,
-        tuple(_cells(row) for row in rows))
+        "compiler imported before the model is built, once a process, caches or not (not in the compile times)",
+        COLUMNS, tuple(_cells(row) for row in rows))
