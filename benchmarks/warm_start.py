@@ -17,7 +17,12 @@ in the folder the compile reads.
 Each row carries phases_s: the phases torch times itself (dynamo_timed), the 20 longest, summed over the process.
 
 A warm scenario of `--warm-env WARM_START_WITHOUT=keep_tuned_configs` runs without that one of the worker's cache
-measures (inductor_cache's context managers; several joined by "+"): its ablation in the same folder.
+measures (inductor_cache's context managers, or hash_installs_ahead; several joined by "+"): its ablation in the same
+folder.
+
+With --cold-repeats above 1 the further cold processes (each compiling into an empty folder of its own) take turns with
+the warm ones, and each warm scenario's calls are held to the cold ones as a sweep holds a cell's (stats.combine_cell:
+one series where a test finds no difference, else two), each series with its interval.
 --cache-root keeps the folders (cold's is cache/) for a look after the run (module_load_probe.py).
 
 --profile-dir writes each warm process's cProfile (top functions by cumulative and by own time). Compile threads
@@ -48,7 +53,8 @@ job, cache_dir, load, save = JobSpec.model_validate_json(sys.argv[1]), Path(sys.
 profile = sys.argv[5]
 for measure in filter(None, os.environ.get("WARM_START_WITHOUT", "").split("+")):
     getattr(inductor_cache, measure)  # a name that is not one fails here, not silently
-    setattr(inductor_cache, measure, contextlib.nullcontext)
+    # the install keys then wait for the first compile, as in a torch without the measure
+    setattr(inductor_cache, measure, (lambda: None) if measure == "hash_installs_ahead" else contextlib.nullcontext)
 loaded = {}
 set_folder = inductor_cache.use_cache_folder
 
@@ -98,7 +104,10 @@ print(json.dumps({"status": result.status, "passed": result.correctness.passed i
                   "compiler_import_s": metrics.compiler_import_s,
                   **{name: metrics.settings.get(name) for name in ("prepare_s", "first_call_s", "dynamo_trace_s",
                                                                    "backend_s")},
-                  "median_call_ms": metrics.latency.median_ms if metrics.latency else None, **loaded,
+                  "median_call_ms": metrics.latency.median_ms if metrics.latency else None,
+                  "method": metrics.latency.method if metrics.latency else None,
+                  "install_keys_s": metrics.settings.get("install_keys_s"), "load_s": metrics.load_s,
+                  "processes": [process.model_dump(mode="json") for process in metrics.worker_processes()], **loaded,
                   "phases_s": {name: round(seconds, 3) for name, seconds in longest}}))
 """
 
@@ -156,16 +165,18 @@ def main() -> int:
             mega = str(root / "mega.bin")
             scenarios = [("cold", root / "cache", "", mega, {})]
             # the further cold processes compile into folders of their own, which nothing reads after them
-            scenarios += [("cold", root / f"cold{index}", "", "", {}) for index in range(1, args.cold_repeats)]
+            further_cold = [("cold", root / f"cold{index}", "", "", {}) for index in range(1, args.cold_repeats)]
             wanted = args.scenarios.split(",")
             with_env = [(f"warm {variables}", dict(pair.split("=", 1) for pair in variables.split(",")))
                         for variables in args.warm_env]
             # the later scenarios interleaved, one process of each in turn: a drift of the machine meets them all
-            for index in range(args.repeats):
-                later = [("warm", root / "cache", "", "", {}), ("warm+mega", root / "cache", mega, "", {}),
-                         ("mega only", root / f"empty{index}", mega, "", {})]
-                scenarios += [scenario for scenario in later if scenario[0] in wanted]
-                scenarios += [(name, root / "cache", "", "", env) for name, env in with_env]
+            for index in range(max(args.repeats, len(further_cold))):
+                if index < args.repeats:
+                    later = [("warm", root / "cache", "", "", {}), ("warm+mega", root / "cache", mega, "", {}),
+                             ("mega only", root / f"empty{index}", mega, "", {})]
+                    scenarios += [scenario for scenario in later if scenario[0] in wanted]
+                    scenarios += [(name, root / "cache", "", "", env) for name, env in with_env]
+                scenarios += further_cold[index:index + 1]
             for index, (scenario, cache_dir, load, save, env) in enumerate(scenarios):
                 profile = ""
                 if args.profile_dir and scenario != "cold":
@@ -183,7 +194,40 @@ def main() -> int:
                 rows.append(row)
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=1))
+    for verdict in cold_against_warm(rows):
+        print(json.dumps(verdict), flush=True)
     return 0
+
+
+def cold_against_warm(rows: list[dict]) -> list[dict]:
+    """Per workflow and warm scenario, its processes' calls held to the cold processes' as a sweep's cell holds them
+    (stats.combine_cell): the series the figure would take, and each series's median call with its 95 % interval."""
+    from mlcbench.orchestrator import stats
+    from mlcbench.schema import ProcessTiming
+
+    def timed(workflow: str, scenario: str) -> list[ProcessTiming]:
+        return [ProcessTiming.model_validate(process) for row in rows
+                if row["workflow"] == workflow and row["scenario"] == scenario for process in row["processes"]]
+
+    method = next(row["method"] for row in rows)
+
+    def figure(processes: list[ProcessTiming]) -> dict:
+        timing = stats.combine(processes, method, 0.02)
+        return {"n": len(processes), "median_ms": round(timing.median_ms, 2),
+                "interval_ms": [round(timing.ci_low_ms, 2), round(timing.ci_high_ms, 2)]
+                if timing.ci_low_ms is not None else None}
+
+    verdicts = []
+    for workflow in dict.fromkeys(row["workflow"] for row in rows):
+        cold = timed(workflow, "cold")
+        for scenario in dict.fromkeys(row["scenario"] for row in rows if row["workflow"] == workflow):
+            warm = timed(workflow, scenario)
+            if scenario == "cold" or not cold or not warm:
+                continue
+            series = stats.combine_cell(cold + warm, method, 0.02).series
+            verdicts.append({"workflow": workflow, "warm scenario": scenario, "series": series,
+                             "cold": figure(cold), "warm": figure(warm)})
+    return verdicts
 
 
 if __name__ == "__main__":

@@ -264,6 +264,10 @@ class WorkflowInfo(StrictModel):
     # the compiler's modules, imported before its compile is timed: every process pays that import once, whatever the
     # caches hold (as it pays torch's own), so it is its own figure (Metrics.compiler_import_s), not the compile's
     compiler_modules: tuple[str, ...] = ()
+    # its compiler keys its caches by hashes of torch's sources and Triton's library (Inductor), computed once per
+    # process before its first compile: started on a thread beside the model's build, so no compile waits for them
+    # (workers/stacks/inductor_cache.py hash_installs_ahead)
+    install_keys: bool = False
 
     @property
     def kinds(self) -> frozenset[ModelKind]:
@@ -274,8 +278,9 @@ class WorkflowInfo(StrictModel):
 # The workflow every other is measured and checked against: its runs are the speedups' baseline and the correctness
 # reference.
 REFERENCE = "eager"
-# Inductor's compiler (lowering, code generation, the compiled modules' loader), lazily imported by torch.compile
-_INDUCTOR = ("torch._inductor.compile_fx",)
+# Inductor's compiler (lowering, code generation, the compiled modules' loader), lazily imported by torch.compile, and
+# the hashes of the installs its caches are keyed by
+_INDUCTOR: dict[str, Any] = {"compiler_modules": ("torch._inductor.compile_fx",), "install_keys": True}
 _LLMS_ONLY = "LLMs only: it compiles an LLM's decode loop, which a synthetic model does not have"
 _ORT = ("onnxruntime", "onnxscript")
 
@@ -284,22 +289,22 @@ _ORT = ("onnxruntime", "onnxscript")
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
-    WorkflowInfo(name="torch_compile", dynamo=True, compiler_modules=_INDUCTOR,
+    WorkflowInfo(name="torch_compile", dynamo=True, **_INDUCTOR,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_forward", dynamo=True, compiler_modules=_INDUCTOR,
+    WorkflowInfo(name="torch_compile_forward", dynamo=True, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
-    WorkflowInfo(name="torch_compile_static", dynamo=True, compiler_modules=_INDUCTOR,
+    WorkflowInfo(name="torch_compile_static", dynamo=True, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
-    WorkflowInfo(name="torch_compile_decode", dynamo=True, compiler_modules=_INDUCTOR,
+    WorkflowInfo(name="torch_compile_decode", dynamo=True, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  techniques=("fused_projections", "pdl", "triton_gemv", "triton_attention", "prefill_graph",
                              "triton_gemm"),
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
-    WorkflowInfo(name="aot_inductor", compiler_modules=_INDUCTOR,
+    WorkflowInfo(name="aot_inductor", **_INDUCTOR,
                  why_not={"llm": "no decode loop runs an AOTInductor package yet"},
                  description="torch.export + AOTInductor package, loaded back and run"),
     WorkflowInfo(name="torchscript", why_not={

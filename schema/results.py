@@ -211,6 +211,15 @@ class Metrics(StrictModel):
         known = [v for v in (self.torch_peak_mem_bytes, self.nvml_peak_mem_bytes) if v is not None]
         return max(known) if known else None
 
+    def worker_processes(self) -> list[ProcessTiming]:
+        """A worker's timed process (none where nothing was timed), with the compile facts of its job: what a host
+        combines into a cell (orchestrator/stats.py combine_cell)."""
+        if self.latency is None:
+            return []
+        return [process.model_copy(update={"compile_s": self.compile_s, "compile_cache": self.compile_cache,
+                                           "compiler_import_s": self.compiler_import_s})
+                for process in self.latency.processes]
+
 
 class GpuInfo(StrictModel):
     name: str

@@ -61,16 +61,13 @@ class CellAttempt:
             self._begin(None)
         if self.base is None:
             self.base = result
-        latency = result.metrics.latency
-        if latency is None or not latency.processes:
+        processes = result.metrics.worker_processes()
+        if not processes:
             self.untimed = True
         else:
             self.processes.extend(process.model_copy(update={
                 "sweep_id": self.sweep_id, "round": round_index, "position": position,
-                "compile_s": result.metrics.compile_s,
-                "compile_cache": result.metrics.compile_cache,
-                "compiler_import_s": result.metrics.compiler_import_s,
-                "correctness": process.correctness or result.correctness}) for process in latency.processes)
+                "correctness": process.correctness or result.correctness}) for process in processes)
         self.clocks.extend(result.provenance.clocks)
         self.ended_at = result.provenance.ended_at
         return self.result()

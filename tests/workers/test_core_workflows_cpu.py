@@ -74,6 +74,51 @@ def test_the_compiler_is_imported_before_the_compile_is_timed_and_its_import_mea
     assert core.import_compiler("eager") is None
 
 
+def test_the_install_keys_are_hashed_on_a_thread_while_the_model_builds(tmp_path, monkeypatch):
+    """Inductor's caches are keyed by hashes of torch's and Triton's installs, which the first compile would compute:
+    a thread computes them while the model builds, and the compile no longer waits for them."""
+    import threading
+    import time
+
+    from mlcbench.workers.measurement.synthetic import Synthetic
+    from mlcbench.workers.stacks import inductor_cache
+
+    events: dict[str, float] = {}
+    threads = []
+
+    def slow_key():
+        threads.append(threading.current_thread())
+        time.sleep(0.3)
+        events["key_done"] = time.perf_counter()
+
+    monkeypatch.setattr(inductor_cache, "install_keys", lambda: [slow_key])
+    build = Synthetic.build
+
+    def noting_build(self):
+        events["build_begun"] = time.perf_counter()
+        build(self)
+
+    monkeypatch.setattr(Synthetic, "build", noting_build)
+    result = run_job(synthetic("torch_compile"), tmp_path / "cache")
+    assert result.status == "ok", result.error
+    assert result.metrics.settings["install_keys_s"] >= 0.3
+    assert threads and threads[0] is not threading.main_thread()
+    assert events["build_begun"] < events["key_done"]
+    threads.clear()
+    eager = run_job(synthetic("eager"), tmp_path / "cache")
+    assert "install_keys_s" not in eager.metrics.settings and not threads
+
+
+def test_the_keys_hashed_ahead_are_the_ones_inductor_reads():
+    from torch._inductor import codecache
+
+    from mlcbench.workers.stacks import inductor_cache
+
+    assert codecache.torch_key in inductor_cache.install_keys()
+    assert inductor_cache.hash_installs_ahead().result() >= 0
+    assert isinstance(codecache.torch_key(), bytes)
+
+
 def test_onnxruntime_without_io_binding_on_cpu_records_it(tmp_path):
     result = run_job(synthetic("onnxruntime", options={"io_binding": False}), tmp_path)
     assert result.status == "ok" and result.metrics.applied.io_binding is False

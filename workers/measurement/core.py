@@ -1,5 +1,5 @@
-"""The steps every model kind's measurement shares: the workflow's compiler imported (compiler_import_s), the model
-built (load_s), eager's reference, the workflow's preparation and first call inside its `compiling` block (together
+"""The steps every model kind's measurement shares: the workflow's compiler imported (compiler_import_s) and the
+hashes of the installs its caches are keyed by started on a thread (install_keys_s), the model built (load_s), eager's reference, the workflow's preparation and first call inside its `compiling` block (together
 the compile cost, with what dynamo compiled there), the check of that first call against eager, the timed calls, and
 the memory peaks through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
 differs: how its model is built and called, what its check compares, and the figures of its kind. Both kinds record
@@ -20,6 +20,7 @@ from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with
 from mlcbench.workers.measurement.clocks import clocks_during_calls
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
+from mlcbench.workers.stacks import inductor_cache
 
 Runs = TypeVar("Runs")
 
@@ -98,6 +99,8 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measur
     job, cuda = ctx.job, ctx.device.type == "cuda"
     compiled = workflow.name != REFERENCE
     compiler_import_s = import_compiler(workflow.name)
+    info = WORKFLOWS.get(workflow.name)
+    install_keys = inductor_cache.hash_installs_ahead() if info is not None and info.install_keys else None
     notes: dict[str, Setting] = {}  # the measurement's own provenance, stored beside the workflow's notes
     with torch.no_grad():
         # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
@@ -125,6 +128,8 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measur
         figures = kind.after_timed_calls(prepared, latency, notes)
         late_compiles = compiled_graphs() - graphs_before
     notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
+    if install_keys is not None:
+        notes["install_keys_s"] = round(install_keys.result(), 4)
     if compile_stats.cudagraph_skips:
         notes["cudagraph_skips"] = compile_stats.cudagraph_skips
     applied = with_fields(Applied.model_validate(kind.applied_defaults),

@@ -15,6 +15,8 @@ import logging
 import os
 import platform
 import re
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
@@ -51,6 +53,41 @@ def current_key(device: "torch.device") -> str:
         device_name = f"cpu-{platform.machine()}"
     return cache_key(platform.python_version(), torch.__version__, triton_version, device_name,
                      os.environ.get(IMAGE_DIGEST_ENV))
+
+
+def install_keys() -> list[Callable[[], object]]:
+    """The keys of their own installs that Inductor's caches are keyed by, each computed once per process and kept by
+    torch or Triton: torch's hash of its sources (torch_key) and, with Triton, Triton's of its sources and its
+    400-MB library (triton_key; torch 2.13 keeps it in codecache, older torch asks Triton, which keeps it itself)."""
+    from torch._inductor import codecache
+
+    keys: list[Callable[[], object]] = [codecache.torch_key]
+    try:
+        from torch._inductor.runtime.triton_compat import HAS_TRITON, triton_key
+    except ImportError:  # a torch without triton_compat (before 2.6) hashes Triton's install elsewhere, if at all
+        return keys
+    if HAS_TRITON:
+        keys.append(getattr(codecache, "triton_key", triton_key))
+    return keys
+
+
+def hash_installs_ahead() -> "Future[float]":
+    """Compute install_keys() on a thread, beside whatever the process does next (building the model): without it,
+    the first compile computes them, 0.3 s of a 2-s warm start on the H100 (benchmarks/README, fifth pass). A compile
+    that asks for a key while the thread computes it waits for it (torch 2.13) or computes it again (older torch and
+    Triton keep their keys in caches without a lock). The future's value is the thread's seconds."""
+
+    def compute() -> float:
+        begin = time.perf_counter()
+        for key in install_keys():
+            key()
+        return time.perf_counter() - begin
+
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="install-keys")
+    try:
+        return executor.submit(compute)
+    finally:
+        executor.shutdown(wait=False)
 
 
 # where Inductor and Triton write, read by them at each compile (use_cache_folder sets them)
