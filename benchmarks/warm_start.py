@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-CHILD = """
+CHILD = r"""
 import contextlib, json, os, sys, time
 from pathlib import Path
 import torch
