@@ -109,6 +109,19 @@ def test_the_install_keys_are_hashed_on_a_thread_while_the_model_builds(tmp_path
     assert "install_keys_s" not in eager.metrics.settings and not threads
 
 
+def test_a_key_that_fails_on_its_thread_leaves_the_job_standing_and_says_why(tmp_path, monkeypatch):
+    from mlcbench.workers.stacks import inductor_cache
+
+    def broken_key():
+        raise OSError("no such file: libtriton.so")
+
+    monkeypatch.setattr(inductor_cache, "install_keys", lambda: [broken_key])
+    result = run_job(synthetic("torch_compile"), tmp_path / "cache")
+    assert result.status == "ok", result.error
+    assert result.metrics.settings["install_keys_error"] == "OSError: no such file: libtriton.so"
+    assert "install_keys_s" not in result.metrics.settings
+
+
 def test_the_keys_hashed_ahead_are_the_ones_inductor_reads():
     from torch._inductor import codecache
 

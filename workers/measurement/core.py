@@ -1,7 +1,8 @@
 """The steps every model kind's measurement shares: the workflow's compiler imported (compiler_import_s) and the
-hashes of the installs its caches are keyed by started on a thread (install_keys_s), the model built (load_s), eager's reference, the workflow's preparation and first call inside its `compiling` block (together
-the compile cost, with what dynamo compiled there), the check of that first call against eager, the timed calls, and
-the memory peaks through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
+hashes of the installs its caches are keyed by started on a thread (install_keys_s), the model built (load_s), eager's
+reference, the workflow's preparation and first call inside its `compiling` block (together the compile cost, with
+what dynamo compiled there), the check of that first call against eager, the timed calls, and the memory peaks
+through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
 differs: how its model is built and called, what its check compares, and the figures of its kind. Both kinds record
 the same compile facts."""
 
@@ -129,7 +130,12 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measur
         late_compiles = compiled_graphs() - graphs_before
     notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
     if install_keys is not None:
-        notes["install_keys_s"] = round(install_keys.result(), 4)
+        # the compile computed what the thread could not: the job stands, the note says why
+        error = install_keys.exception()
+        if error is None:
+            notes["install_keys_s"] = round(install_keys.result(), 4)
+        else:
+            notes["install_keys_error"] = f"{type(error).__name__}: {error}"
     if compile_stats.cudagraph_skips:
         notes["cudagraph_skips"] = compile_stats.cudagraph_skips
     applied = with_fields(Applied.model_validate(kind.applied_defaults),

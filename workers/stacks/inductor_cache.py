@@ -73,9 +73,10 @@ def install_keys() -> list[Callable[[], object]]:
 
 def hash_installs_ahead() -> "Future[float]":
     """Compute install_keys() on a thread, beside whatever the process does next (building the model): without it,
-    the first compile computes them, 0.3 s of a 2-s warm start on the H100 (benchmarks/README, fifth pass). A compile
-    that asks for a key while the thread computes it waits for it (torch 2.13) or computes it again (older torch and
-    Triton keep their keys in caches without a lock). The future's value is the thread's seconds."""
+    the first compile computes them. On the H100 a warm Llama-2 static compile was 0.8 s shorter with it and the build
+    0.6 s longer, both holding the interpreter's lock (benchmarks/README, sixth pass). A compile that asks for a key
+    while the thread computes it waits for it (torch 2.13) or computes it again (older torch and Triton keep their
+    keys in caches without a lock). The future's value is the thread's seconds."""
 
     def compute() -> float:
         begin = time.perf_counter()
