@@ -1,5 +1,6 @@
 """Suite + filters + envs + target -> what to run, what cannot run (with the reason), and what is already done."""
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Collection, Mapping, Optional, Sequence
@@ -8,6 +9,7 @@ from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.suites import builtin_names, check_checkpoint, get_suite
 from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, ProcessTiming, Result, Suite, why_not_run
+from mlcbench.schema.catalog import missing_requirements
 
 
 @dataclass
@@ -121,7 +123,8 @@ def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, 
     runnable = []
     for job in plan.to_run:
         reason = why_not_run(job.workflow, job.info) or blocked or (
-            None if env.provides(job.workflow) else f"{env.name} env does not provide {job.workflow} (env.toml workflows)")
+            None if env.provides(job.workflow) else f"{env.name} env does not provide {job.workflow} (env.toml workflows)"
+        ) or (_not_importable_here(job.workflow) if env.runtime == "local" else None)
         if reason:
             plan.unsupported.append(Result.without_run(job, "unsupported", reason))
             plan.resumed.pop(job.job_id, None)
@@ -145,6 +148,21 @@ def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config
         if is_partial(stored):
             plan.resumed[job.job_id] = stored
     return plan
+
+
+def _not_importable_here(workflow: str) -> Optional[str]:
+    """A local env's worker runs in this interpreter: a workflow whose packages it cannot find is unsupported without
+    starting a worker to say so (looked up, not imported)."""
+    info = WORKFLOWS.get(workflow)
+    missing = [package for package in (info.requires if info else ()) if not _findable(package)]
+    return missing_requirements(workflow, missing) if missing else None
+
+
+def _findable(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _env_blocked(env: EnvSpec, target: Target) -> Optional[str]:

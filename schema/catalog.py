@@ -352,6 +352,12 @@ def workflows_for(kind: ModelKind) -> list[str]:
     return [name for name, info in WORKFLOWS.items() if kind in info.kinds]
 
 
+def missing_requirements(workflow: str, missing: list[str]) -> str:
+    """Why a workflow whose packages are not importable is `unsupported` (the worker's words, and the planner's for
+    an env that runs in the planner's own interpreter)."""
+    return f"{workflow}: {', '.join(missing)} not importable in this environment"
+
+
 def why_not_run(workflow: str, model: "str | ModelInfo") -> Optional[str]:
     """Why the catalog's workflow cannot run the model (a catalog name, or a job's own model: its kind), or None where
     it can or either is not in the catalog (fault workflows, unknown names: refused elsewhere)."""

@@ -7,7 +7,7 @@ import os
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Literal, Optional, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +24,12 @@ IMAGE_DIGEST_ENV = "MLCBENCH_IMAGE_DIGEST"
 # the pid of the orchestrator that started a local worker: a worker whose parent is another already was orphaned
 ORCHESTRATOR_PID_ENV = "MLCBENCH_ORCHESTRATOR_PID"
 CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written before the first job when asked
+# when the host asked for this worker (seconds since the epoch): its start-up is timed from there (ProcessTiming)
+LAUNCHED_AT_ENV = "MLCBENCH_LAUNCHED_AT"
+# how the worker's interpreter came to be (Startup): set by the host, or by the zygote in the children it forks
+STARTUP_ENV = "MLCBENCH_STARTUP"
+# the pre-imported interpreter that forks one fresh worker per request: `python -m mlcbench.workers zygote`
+ZYGOTE_COMMAND = "zygote"
 # persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "mlcbench"
 # JSON's own whitespace: a line of only these is blank
@@ -87,6 +93,38 @@ def worker_command(python: str, folder: str, cache_dir: str, calibrate: bool = F
     return WorkerArgs(jobs=Path(folder, JOBS_FILE), results=Path(folder, RESULTS_FILE),
                       progress=Path(folder, PROGRESS_FILE), cache_dir=Path(cache_dir),
                       calibration=Path(folder, CALIBRATION_FILE) if calibrate else None).command(python)
+
+
+# exec: a new interpreter per worker process; fork: a child forked, before CUDA is touched, from a pre-imported
+# interpreter (the zygote) that a sweep starts afresh for each round of a GPU's cells, so that each process of a cell
+# comes from another interpreter (its own memory layout and hash seed)
+Startup = Literal["exec", "fork"]
+
+
+class ForkRequest(StrictModel):
+    """The host asks a zygote for one worker: the worker's arguments (WorkerArgs.command after the module), its
+    working folder, its log file and what its environment adds to the zygote's."""
+
+    argv: list[str]
+    cwd: Path
+    log: Path
+    env: dict[str, str] = {}
+
+
+class ZygoteEvent(StrictModel):
+    """A zygote's answer, one JSON line each: ready (with what importing its modules cost, or why it cannot fork),
+    a worker forked, a worker ended (its exit code as subprocess gives it: negative for a signal)."""
+
+    ready: Optional[bool] = None
+    preload_s: Optional[float] = None
+    unsafe: Optional[str] = None
+    forked: Optional[int] = None
+    exited: Optional[int] = None
+    exit_code: Optional[int] = None
+
+
+def zygote_command(python: str) -> list[str]:
+    return [python, "-m", WORKER_MODULE, ZYGOTE_COMMAND]
 
 
 def new_sweep_id() -> str:

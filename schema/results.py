@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import REFERENCE
 from mlcbench.schema.jobs import JobSpec
+from mlcbench.schema.protocol import Startup
 
 Status = Literal["ok", "unsupported", "failed", "oom", "timeout", "crashed"]
 # Statuses that another run in the same env on the same GPU would only repeat: resume skips them.
@@ -68,6 +69,12 @@ class ProcessTiming(StrictModel):
     step_ms: Optional[float] = None
     # NVML readings taken while the timed calls ran (not before or after them): "throttled" is read from these
     clocks: list["Clocks"] = []
+    # what the process cost before its first timed call, compile excluded: from the host's launch (or the end of the
+    # worker's previous job) through interpreter, imports, CUDA, the model's build and eager's reference
+    startup_s: Optional[float] = None
+    # when the host launched the worker and when this process's job ended (the sweep's wall-time breakdown)
+    launched_at: Optional[datetime] = None
+    ended_at: Optional[datetime] = None
 
 
 class Timing(StrictModel):
@@ -275,6 +282,7 @@ class Provenance(StrictModel):
     # cell: every worker process ran one process of one cell (fresh processes per cell); round: a worker process ran
     # its share of a round's cells one after another (fewer start-ups, shared process state)
     worker_scope: Optional[Literal["cell", "round"]] = None
+    startup: Optional[Startup] = Field(None, description="how the worker's interpreter started (protocol.Startup)")
     clocks: list[Clocks] = Field(default=[], description="at the start and end of each of the cell's processes")
 
     @property

@@ -1,13 +1,17 @@
 import faulthandler
 import sys
 
-from mlcbench.schema.protocol import WorkerArgs
+from mlcbench.schema.protocol import ZYGOTE_COMMAND, WorkerArgs
 from mlcbench.workers.exchange import JobFileError, read_jobs
 from mlcbench.workers.orphan import exit_with_parent
 from mlcbench.workers.runner import run_jobs, write_calibration
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] == [ZYGOTE_COMMAND]:
+        from mlcbench.workers.zygote import serve
+
+        return serve()
     args = WorkerArgs.parse(argv)
     try:
         jobs = read_jobs(args.jobs)

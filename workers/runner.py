@@ -1,7 +1,9 @@
 """Runs jobs one after another and streams their results: the worker's main loop."""
 
+import os
 import platform
 import socket
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from mlcbench.schema import Correctness, JobSpec, Metrics, Provenance, Result, Status, why_not_run
+from mlcbench.schema.protocol import LAUNCHED_AT_ENV, STARTUP_ENV, Startup
 from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.measurement.probes import gpu_info, host_cpu, host_cpus, package_versions
 from mlcbench.workers.exchange import append_line, append_model
@@ -18,10 +21,22 @@ from mlcbench.workers.interface import Unsupported
 def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_path: Optional[Path] = None) -> None:
     results_path.parent.mkdir(parents=True, exist_ok=True)
     cache_dir.mkdir(parents=True, exist_ok=True)
+    # a job's start-up runs from the host's launch of the worker, or from the end of the worker's previous job
+    launched_at = _launched_at()
     for job in jobs:
         if progress_path is not None:
             append_line(progress_path, job.job_id)
-        append_model(results_path, run_job(job, cache_dir))
+        result = run_job(job, cache_dir, launched_at)
+        append_model(results_path, result)
+        launched_at = result.provenance.ended_at
+
+
+def _launched_at() -> datetime:
+    given = os.environ.get(LAUNCHED_AT_ENV, "")
+    try:
+        return datetime.fromtimestamp(float(given), timezone.utc)
+    except ValueError:  # a worker started by hand: from its own start
+        return datetime.fromtimestamp(time.time() - time.process_time(), timezone.utc)
 
 
 def write_calibration(path: Path, device: str) -> None:
@@ -39,10 +54,12 @@ class Outcome:
     error: Optional[str] = None  # the traceback of a failure
     metrics: Metrics = field(default_factory=Metrics)
     correctness: Optional[Correctness] = None
+    timed_from: Optional[float] = None  # Measured.timed_from
 
 
-def run_job(job: JobSpec, cache_dir: Path) -> Result:
+def run_job(job: JobSpec, cache_dir: Path, launched_at: Optional[datetime] = None) -> Result:
     started = datetime.now(timezone.utc)
+    launched_at = launched_at or started
     gpu = gpu_info() if job.device == "cuda" else None
     clocks = [read_clocks(gpu.uuid, "start")] if gpu and gpu.uuid else []
     try:
@@ -57,16 +74,32 @@ def run_job(job: JobSpec, cache_dir: Path) -> Result:
         _release_memory(job)
     if gpu and gpu.uuid:
         clocks.append(read_clocks(gpu.uuid, "end"))
+    ended = datetime.now(timezone.utc)
     return Result(
         job_id=job.job_id, job=job, status=outcome.status, reason=outcome.reason, error=outcome.error,
-        metrics=outcome.metrics, correctness=outcome.correctness,
+        metrics=_with_startup(outcome, launched_at, ended), correctness=outcome.correctness,
         provenance=Provenance(
             gpu=gpu, packages=package_versions(), python=platform.python_version(),
             hostname=socket.gethostname(), host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started,
-            ended_at=datetime.now(timezone.utc),
+            ended_at=ended, startup=_startup(),
             clocks=[reading for reading in clocks if reading is not None],
         ),
     )
+
+
+def _startup() -> Startup:
+    return "fork" if os.environ.get(STARTUP_ENV) == "fork" else "exec"
+
+
+def _with_startup(outcome: Outcome, launched_at: datetime, ended: datetime) -> Metrics:
+    """The process's timing with what it cost before its first timed call, compile excluded, and its span."""
+    metrics, latency = outcome.metrics, outcome.metrics.latency
+    if latency is None or outcome.timed_from is None:
+        return metrics
+    startup_s = outcome.timed_from - launched_at.timestamp() - (metrics.compile_s or 0.0)
+    processes = [process.model_copy(update={"startup_s": round(startup_s, 4), "launched_at": launched_at,
+                                            "ended_at": ended}) for process in latency.processes]
+    return metrics.model_copy(update={"latency": latency.model_copy(update={"processes": processes})})
 
 
 def _run(job: JobSpec, cache_dir: Path) -> Outcome:
@@ -93,7 +126,7 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
     correctness = measured.correctness
     failed_check = correctness is not None and not correctness.passed
     return Outcome("ok", "correctness check failed against eager" if failed_check else None,
-                   metrics=measured.metrics, correctness=correctness)
+                   metrics=measured.metrics, correctness=correctness, timed_from=measured.timed_from)
 
 
 def _cuda_unavailable(torch) -> Exception:

@@ -17,6 +17,8 @@ from mlcbench.orchestrator import sweep as sweeping, workdirs
 from mlcbench.orchestrator.cli.console import (DbOption, ProgressListener, console, exits_cleanly, split, statuses,
                                                 warn_unreadable)
 from mlcbench.orchestrator.cli.cluster import submit_sweep
+from mlcbench.orchestrator.cli.plan import print_plan
+from mlcbench.orchestrator.sweep.schedule import Estimator
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.envs.images import connect
 from mlcbench.orchestrator.errors import MEANINGS, EnvironmentFailure, ExitCode, UsageError
@@ -59,6 +61,11 @@ class Runtime(str, Enum):
 class WorkerScope(str, Enum):
     cell = "cell"
     round = "round"
+
+
+class StartupPath(str, Enum):
+    exec = "exec"
+    fork = "fork"
 
 
 def _checkpoints(values: Optional[list[str]]) -> dict[str, Path]:
@@ -138,6 +145,16 @@ def sweep(
     worker_scope: Annotated[WorkerScope, typer.Option(
         help="cell: a fresh worker process for every process of every cell; round: one worker process runs its "
              "share of a round's cells (fewer start-ups); stored with each result")] = WorkerScope.cell,
+    startup: Annotated[StartupPath, typer.Option(
+        help="exec: each worker a new interpreter; fork: forked, before CUDA is touched, from an interpreter that "
+             "imported torch and the compilers once per round of a GPU's cells (local env; seconds less per "
+             "process); stored with each result")] = StartupPath.exec,
+    plan: Annotated[bool, typer.Option(
+        "--plan", help="print the cells, processes per cell and the estimated time per GPU, and run or write "
+                       "nothing")] = False,
+    rounds: Annotated[Optional[int], typer.Option(
+        min=1, help="stop after this many rounds (each cell one more process a round); the same command without it "
+                    "resumes")] = None,
 ) -> None:
     """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
     (twice: at once); running the same command again resumes. Exit codes: mlcbench --help."""
@@ -158,10 +175,13 @@ def sweep(
     options = sweeping.SweepOptions(
         suite=chosen, env_names=list(split(env, "--env")) or ["local"], target=target, filters=filters,
         rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
-        worker_scope=worker_scope.value,
+        worker_scope=worker_scope.value, startup=startup.value, max_rounds=rounds,
     )
     envs = [load_env(name) for name in options.env_names]
     jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
+    if plan:
+        print_plan(options, db)
+        return
     warn_of_large_models_on_a_cpu(jobs, target)
     writable_folder(workdir, "--workdir")
     writable_folder(cache_dir, "--cache-dir")
@@ -173,6 +193,7 @@ def sweep(
             usable_folder(cache_dir / spec.name, "--cache-dir")
     store = Store(db)
     store.check_writable()
+    options.estimator = Estimator.from_results(store.cells(gpu_tag=target.tag))
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{escape(hardware(target))}[/], "
                   f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
     if runtime is Runtime.slurm:

@@ -3,13 +3,13 @@
 import functools
 import os
 import sys
+import time
 from typing import Annotated, Callable, Optional, TypeVar, get_args
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
@@ -93,16 +93,18 @@ def warn_unreadable(store: Store) -> None:
 
 
 class ProgressListener:
-    """A bar with the jobs in flight, elapsed time and an estimate of the time left; a line per finished job."""
+    """A bar with the jobs in flight, elapsed time and an estimate of the time left; a line per finished job, which
+    also says how far the sweep is and when it should end (a log or a pipe sees no bar)."""
 
     def __init__(self) -> None:
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                                  TimeElapsedColumn(), TextColumn("eta"), TextColumn("{task.fields[eta]}"),
                                   console=console, transient=False)
         self._task = None
         self._in_flight: list[str] = []
         self._round = 1
         self._shown: set[str] = set()  # cells with a line already
+        self._eta = WorkClock()
 
     def __enter__(self) -> "ProgressListener":
         self._progress.start()
@@ -114,15 +116,18 @@ class ProgressListener:
     def planned(self, to_run: int, skipped: int) -> None:
         """to_run: worker processes (each cell's minimum) plus the results stored without one."""
         if to_run:
-            self._task = self._progress.add_task("jobs", total=to_run)
+            self._task = self._progress.add_task("jobs", total=to_run, eta="")
 
     def round_started(self, index: int, cells: int) -> None:
-        """Each round runs every cell that wants another worker process once; rounds past the minimum add to the
-        total."""
         self._round = index + 1
+
+    def work_planned(self, seconds: float, lanes: int) -> None:
+        self._eta.planned(seconds, lanes)
+
+    def work_done(self, seconds: float) -> None:
+        self._eta.done(seconds)
         if self._task is not None:
-            task = self._progress.tasks[self._task]
-            self._progress.update(self._task, total=max(task.total or 0, task.completed + cells))
+            self._progress.update(self._task, eta=self._eta.remaining())
 
     def job_started(self, job: JobSpec) -> None:
         self._in_flight.append(job.label())
@@ -151,8 +156,13 @@ class ProgressListener:
         self._shown.add(result.job_id)
         count = f"  [dim]{processes} process{'es' if processes != 1 else ''}[/]" if processes else ""
         style = terminal_style(result.status)
-        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {result.job.label()}{count}"
-                                     + (f"  [dim]{result.reason}[/]" if result.reason and result.status != "ok" else ""),
+        where = ""
+        if self._task is not None:
+            task = self._progress.tasks[self._task]
+            where = f"  [dim]({task.completed:g}/{task.total:g} processes, eta {self._eta.remaining()})[/]"
+        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {escape(result.job.label())}{count}"
+                                     + (f"  [dim]{escape(result.reason)}[/]" if result.reason and result.status != "ok"
+                                        else "") + where,
                                      highlight=False)
 
     def stopping(self) -> None:
@@ -164,3 +174,38 @@ class ProgressListener:
         if self._task is not None:
             self._progress.update(self._task, description=escape(f"round {self._round}: "
                                                                  + (", ".join(self._in_flight) or "jobs")))
+
+
+class WorkClock:
+    """When the sweep should end: the estimated seconds of work left, at the rate estimated work has been getting
+    done (which counts the lanes working at once and how far off the estimates run), or over the lanes before any
+    process has ended."""
+
+    def __init__(self) -> None:
+        self._planned = self._done = 0.0
+        self._lanes = 1
+        self._started = time.monotonic()
+
+    def planned(self, seconds: float, lanes: int) -> None:
+        self._planned += seconds
+        self._lanes = max(lanes, 1)
+
+    def done(self, seconds: float) -> None:
+        self._done += seconds
+
+    def remaining_s(self) -> float:
+        left = max(self._planned - self._done, 0.0)
+        elapsed = time.monotonic() - self._started
+        rate = self._done / elapsed if self._done and elapsed > 0 else self._lanes
+        return left / rate
+
+    def remaining(self) -> str:
+        if not self._planned:
+            return "?"
+        return format_duration(self.remaining_s())
+
+
+def format_duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

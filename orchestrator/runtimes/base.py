@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Protocol
 
-from mlcbench.schema import EnvSpec, protocol
+from mlcbench.schema import EnvSpec, GpuInfo, protocol
+from mlcbench.schema.protocol import Startup
 
 LOG_TAIL_CHARS = 4000
 
@@ -52,6 +53,25 @@ class WorkerFiles:
         return self.folder / protocol.LOG_FILE
 
 
+@dataclass(frozen=True)
+class Lane:
+    """One GPU's share of a sweep: the GPU (None: the CPU), the host's cores its workers run on (None: wherever the
+    host runs them) and how its workers' interpreters start (protocol.Startup)."""
+
+    gpu: Optional[GpuInfo] = None
+    cpus: Optional[frozenset[int]] = None
+    startup: Startup = "exec"
+
+    @property
+    def gpu_uuid(self) -> Optional[str]:
+        return self.gpu.uuid if self.gpu is not None else None
+
+    def environment(self) -> dict[str, str]:
+        """What a worker's environment adds: Inductor's compile workers held to the lane's cores, so that a compile
+        does not take the cores of a neighbour's timed calls."""
+        return {"TORCHINDUCTOR_COMPILE_THREADS": str(len(self.cpus))} if self.cpus else {}
+
+
 class Runtime(ABC):
     """Starts workers for one environment."""
 
@@ -64,13 +84,17 @@ class Runtime(ABC):
         self.env = env
 
     @classmethod
-    def for_sweep(cls, env: EnvSpec, cache_dir: Path, sweep_id: str, gpu_uuid: Optional[str]) -> "Runtime":
-        """The runtime a sweep starts for one GPU of an env of this kind (gpu_uuid None: the CPU); a runtime that
-        no env.toml kind names (registry.runtime_class), such as a test's simulation, has none."""
+    def for_sweep(cls, env: EnvSpec, cache_dir: Path, sweep_id: str, lane: Lane) -> "Runtime":
+        """The runtime a sweep starts for one lane (GPU) of an env of this kind; a runtime that no env.toml kind
+        names (registry.runtime_class), such as a test's simulation, has none."""
         raise NotImplementedError(f"{cls.__name__} is not an env's runtime")
 
     @abstractmethod
     def start_worker(self, files: WorkerFiles) -> WorkerHandle: ...
+
+    def begin_round(self) -> None:
+        """A new round of the lane's cells starts: what its workers share across a round (a zygote) is renewed, so
+        that no two processes of one cell share it."""
 
     def image_digest(self) -> Optional[str]:
         return None

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, ensure_image
-from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Runtime, WorkerFiles
+from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Lane, Runtime, WorkerFiles
 from mlcbench.orchestrator.store.redaction import SECRETS
 from mlcbench.schema import EnvSpec, JobSpec
 from mlcbench.schema.protocol import IMAGE_DIGEST_ENV, read_lines, worker_command
@@ -36,7 +36,7 @@ STOP_WAIT_S = 30
 def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: Path, gpu_uuid: Optional[str] = None,
                       *, extra_env: Optional[dict[str, str]] = None, labels: Optional[dict[str, str]] = None,
                       network: bool = False, code_root: Path = CODE_ROOT, user: Optional[str] = None,
-                      checkpoints: Iterable[str] = ()) -> dict[str, Any]:
+                      checkpoints: Iterable[str] = (), cpus: Optional[frozenset[int]] = None) -> dict[str, Any]:
     """Keyword arguments of `client.containers.run` for one worker (pure: no engine needed)."""
     work = files.folder.resolve()
     volumes = {str(code_root / package): {"bind": f"{CONTAINER_CODE}/mlcbench/{package}", "mode": "ro"}
@@ -82,6 +82,8 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
     }
     if env.run.memory:
         options["mem_limit"] = env.run.memory
+    if cpus:
+        options["cpuset_cpus"] = ",".join(map(str, sorted(cpus)))
     if env.run.ipc_host:
         options["ipc_mode"] = "host"  # /dev/shm is the host's then: a shm size would not apply
     elif env.run.shm_size:
@@ -165,7 +167,7 @@ class DockerRuntime(Runtime):
     def __init__(self, env: EnvSpec, cache_dir: Path, sweep_id: str, gpu_uuid: Optional[str] = None,
                  build: Optional[BuildOptions] = None, extra_env: Optional[dict[str, str]] = None,
                  network: bool = False, client: Optional[docker.DockerClient] = None,
-                 console: Optional[Console] = None):
+                 console: Optional[Console] = None, cpus: Optional[frozenset[int]] = None):
         """Connects, removes containers left by an interrupted earlier run, and builds the env's image if needed
         (build None: reuse any image of the env's current files, else build with the default settings)."""
         super().__init__(env)
@@ -174,6 +176,7 @@ class DockerRuntime(Runtime):
         self.gpu_uuid = gpu_uuid
         self.extra_env = extra_env or {}
         self.network = network
+        self.cpus = cpus
         self.labels = {f"{LABEL}.sweep": sweep_id,
                        f"{LABEL}.pid": str(os.getpid())}
         remove_leftovers(self.client)
@@ -183,15 +186,17 @@ class DockerRuntime(Runtime):
         hand_to_worker(self.cache_dir)
 
     @classmethod
-    def for_sweep(cls, env: EnvSpec, cache_dir: Path, sweep_id: str, gpu_uuid: Optional[str]) -> "DockerRuntime":
-        return cls(env, cache_dir=cache_dir, sweep_id=sweep_id, gpu_uuid=gpu_uuid)
+    def for_sweep(cls, env: EnvSpec, cache_dir: Path, sweep_id: str, lane: Lane) -> "DockerRuntime":
+        return cls(env, cache_dir=cache_dir, sweep_id=sweep_id, gpu_uuid=lane.gpu_uuid, extra_env=lane.environment(),
+                   cpus=lane.cpus)
 
     def start_worker(self, files: WorkerFiles) -> ContainerWorker:
         self._remove_finished()
         hand_to_worker(files.folder)
         options = container_options(self.env, self.image.tag, files, self.cache_dir, self.gpu_uuid,
                                     extra_env={IMAGE_DIGEST_ENV: self.image.digest, **self.extra_env},
-                                    labels=self.labels, network=self.network, checkpoints=checkpoint_folders(files))
+                                    labels=self.labels, network=self.network, checkpoints=checkpoint_folders(files),
+                                    cpus=self.cpus)
         try:
             container = self.client.containers.run(**options)
         except docker.errors.APIError as error:

@@ -3,10 +3,9 @@
 that need not be able to start it). Each class is imported when asked: a local sweep needs no Docker client."""
 
 from pathlib import Path
-from typing import Optional
 
-from mlcbench.orchestrator.runtimes.base import Runtime
-from mlcbench.schema import EnvSpec, GpuInfo
+from mlcbench.orchestrator.runtimes.base import Lane, Runtime
+from mlcbench.schema import EnvSpec
 
 
 def runtime_class(env: EnvSpec) -> type[Runtime]:
@@ -19,6 +18,6 @@ def runtime_class(env: EnvSpec) -> type[Runtime]:
     return DockerRuntime
 
 
-def start_runtime(env: EnvSpec, cache_dir: Path, sweep_id: str, gpu: Optional[GpuInfo]) -> Runtime:
-    """The env's runtime for one GPU of a sweep (gpu None: the CPU); cache_dir: the env's compile cache."""
-    return runtime_class(env).for_sweep(env, cache_dir, sweep_id, gpu.uuid if gpu else None)
+def start_runtime(env: EnvSpec, cache_dir: Path, sweep_id: str, lane: Lane) -> Runtime:
+    """The env's runtime for one lane (GPU) of a sweep; cache_dir: the env's compile cache."""
+    return runtime_class(env).for_sweep(env, cache_dir, sweep_id, lane)

@@ -1,9 +1,9 @@
-"""One sweep: plan per env, store what cannot run, run the rest through one runtime per GPU at once (one worker
-thread each, sharing the jobs through a queue), store every result as it arrives."""
+"""One sweep: plan per env, store what cannot run, run the rest through one runtime per GPU at once (a lane each:
+a thread, the GPU's comparison groups, its share of the host's cores; orchestrator/sweep/schedule.py), store every
+result as it arrives."""
 
 import itertools
 import math
-import queue
 import random
 import signal
 import threading
@@ -15,14 +15,14 @@ from typing import Callable, Iterator, Optional
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env
-from mlcbench.orchestrator.runtimes.base import Runtime, StopRequest
+from mlcbench.orchestrator.runtimes.base import Lane, Runtime, StopRequest
 from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.registry import start_runtime
 from mlcbench.orchestrator.store import Store, provenance, record
-from mlcbench.orchestrator.sweep import recovery
+from mlcbench.orchestrator.sweep import recovery, schedule
 from mlcbench.orchestrator.sweep.cells import CellAttempt, WorkerScope, on_gpu
 from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite
-from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, new_sweep_id
+from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, Startup, new_sweep_id
 
 JOIN_POLL_S = 0.2
 
@@ -44,6 +44,14 @@ class SweepOptions:
     order_seed: int = field(default_factory=lambda: random.randrange(1 << 31))
     # how many cells a worker process runs (cells.WorkerScope), stored in each result's provenance
     worker_scope: WorkerScope = "cell"
+    # how a worker's interpreter starts (protocol.Startup; the local env forks, other runtimes start each anew)
+    startup: Startup = "exec"
+    # each GPU's workers on a share of the host's cores of their own (several GPUs)
+    pin_cores: bool = True
+    # stop after this many rounds (None: when every cell has its processes); the next sweep resumes
+    max_rounds: Optional[int] = None
+    # the seconds a process is expected to take (the lanes' balance, the progress line's estimate)
+    estimator: schedule.Estimator = field(default_factory=schedule.Estimator)
 
 
 @dataclass
@@ -65,6 +73,12 @@ class SweepListener:
 
     def round_started(self, index: int, cells: int) -> None: ...
 
+    def work_planned(self, seconds: float, lanes: int) -> None:
+        """The estimated seconds of worker processes an env's cells will take, shared by this many lanes (GPUs)."""
+
+    def work_done(self, seconds: float) -> None:
+        """A worker process ended: the seconds it was estimated at."""
+
     def process_done(self, result: Result) -> None:
         """One worker process's result for a cell (stored at once; job_done when the cell has all its processes)."""
 
@@ -76,15 +90,17 @@ class SweepListener:
     def job_done(self, result: Result) -> None: ...
 
 
-RuntimeFactory = Callable[[EnvSpec, SweepOptions, Optional[GpuInfo]], Runtime]
+RuntimeFactory = Callable[[EnvSpec, SweepOptions, Lane], Runtime]
 # for a GPU: where its measured ceilings go, the first time it is asked in a sweep; None after that
 Calibrator = Callable[[Optional[GpuInfo]], Optional[Callable[[Calibration], None]]]
 
 
-def plan(options: SweepOptions, store: Store) -> list[EnvPlan]:
+def plan(options: SweepOptions, store: Optional[Store]) -> list[EnvPlan]:
+    """What each env runs, stores as unsupported and skips (store None: nothing stored yet)."""
     envs = [load_env(name) for name in options.env_names]
     jobs = expand(options.suite, options.target, options.filters, options.checkpoints)
-    cells = {env.name: {r.job_id: r for r in store.cells(env=env.name, gpu_tag=options.target.tag)} for env in envs}
+    cells = {env.name: {r.job_id: r for r in (store.cells(env=env.name, gpu_tag=options.target.tag) if store else [])}
+             for env in envs}
     return [plan_env(env, jobs, options.target, cells[env.name], options.rerun, config_key(env)) for env in envs]
 
 
@@ -164,11 +180,12 @@ class _ResultWriter:
 
 def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
              writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> bool:
-    """The cells of one env in rounds: each round runs every cell that wants another process once, the cells in an
-    order shuffled per round, so that drift (clocks, heat, the host) hits every workflow alike; each process is a
-    fresh worker (worker_scope "cell"), or a worker runs its share of the round (worker_scope "round"). One worker
-    thread per GPU (one in all on a CPU), each with its own runtime; a cell stays on the GPU that ran its first
-    process (a cell never mixes GPUs). A cell an earlier, stopped sweep left short of its processes starts from the
+    """The cells of one env, each GPU's in rounds: a lane per GPU (one in all on a CPU), each with its own runtime
+    and the comparison groups assigned to it (assign_lanes: every workflow of one model and batch on one GPU, so
+    that ratios compare processes of one GPU; a cell never mixes GPUs). Each round runs every cell of the lane that
+    wants another process once, in an order shuffled per round, so that drift (clocks, heat, the host) hits every
+    workflow alike; each process is a fresh worker (worker_scope "cell"), or a worker runs its share of the round
+    (worker_scope "round"). A cell an earlier, stopped sweep left short of its processes starts from the
     processes it stored. Every process's result is stored as it arrives: a killed sweep loses only those in
     flight, and of those the next sweep reads back what the workers wrote (recovery). True when every cell got all
     its processes; False when a stop request came first."""
@@ -185,58 +202,84 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
                git_rev: Optional[str]) -> bool:
     runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
     try:
-        for gpu in options.target.gpus or (None,):
-            runtimes.append((gpu, runtime_factory(env, options, gpu)))
+        gpus = options.target.gpus or (None,)
+        shares = schedule.core_shares(len(gpus)) if options.pin_cores else [None] * len(gpus)
+        for gpu, cpus in zip(gpus, shares):
+            lane = Lane(gpu=gpu, cpus=cpus, startup=options.startup)
+            runtimes.append((gpu, runtime_factory(env, options, lane)))
         digests = {id(runtime): runtime.image_digest() for _, runtime in runtimes}
         cells = {job.job_id: CellAttempt(job, options.sweep_id, options.order_seed, options.worker_scope, git_rev,
                                          env_plan.resumed.get(job.job_id)) for job in env_plan.to_run}
         for cell in cells.values():
             cell.runtime = next((index for index, (gpu, _) in enumerate(runtimes)
                                  if gpu is not None and gpu.uuid == cell.resumed_gpu_uuid), None)
-        for round_index in itertools.count():
-            due = [cell.job for cell in cells.values() if cell.due()]
-            if not due or stop.requested:
-                return not due
-            order = list(due)
-            random.Random(f"{options.order_seed}:{env.name}:{round_index}").shuffle(order)
-            positions = {job.job_id: position for position, job in enumerate(order)}
-            listener.round_started(round_index, len(order))
+        estimates = assign_lanes(cells, env_plan, options.estimator, len(runtimes))
+        listener.work_planned(sum(estimates.values()), len(runtimes))
 
-            def on_result(result: Result, runtime_index: int) -> None:
-                cell = cells[result.job_id]
-                gpu, runtime = runtimes[runtime_index]
+        def calibrator(gpu: Optional[GpuInfo]) -> Optional[Callable[[Calibration], None]]:
+            if not writer.claim_calibration(gpu):
+                return None
+            return lambda calibration: writer.put_calibration(calibration, env.name, options.target.tag)
+
+        def run_lane(index: int) -> None:
+            gpu, runtime = runtimes[index]
+            lane_cells = [cell for cell in cells.values() if cell.runtime == index]
+            for round_index in itertools.count():
+                due = [cell.job for cell in lane_cells if cell.due()]
+                if not due or stop.requested or (options.max_rounds is not None and round_index >= options.max_rounds):
+                    return
+                order = list(due)
+                random.Random(f"{options.order_seed}:{env.name}:{round_index}").shuffle(order)
+                positions = {job.job_id: position for position, job in enumerate(order)}
                 with writer.lock:
-                    listener.process_done(result)
-                    due_before = cell.due()
-                    cell.runtime = runtime_index
-                    attempt = cell.add(on_gpu(result, gpu), round_index, positions[result.job_id],
-                                       digests[id(runtime)])
-                    stored = writer.put(attempt, env.name, options.target.tag, cell.digest, cell)
-                    listener.due_changed(cell.due() - (due_before - 1))
-                    listener.job_done(stored)
+                    listener.round_started(round_index, len(order))
+                runtime.begin_round()
 
-            def calibrator(gpu: Optional[GpuInfo]) -> Optional[Callable[[Calibration], None]]:
-                if not writer.claim_calibration(gpu):
-                    return None
-                return lambda calibration: writer.put_calibration(calibration, env.name, options.target.tag)
+                def on_result(result: Result) -> None:
+                    cell = cells[result.job_id]
+                    with writer.lock:
+                        listener.process_done(result)
+                        listener.work_done(options.estimator.process_s(
+                            cell.job, cold=not cell.processes and cell.job.workflow in schedule.COLD_COMPILE_S))
+                        due_before = cell.due()
+                        attempt = cell.add(on_gpu(result, gpu), round_index, positions[result.job_id],
+                                           digests[id(runtime)])
+                        stored = writer.put(attempt, env.name, options.target.tag, cell.digest, cell)
+                        listener.due_changed(cell.due() - (due_before - 1))
+                        listener.job_done(stored)
 
-            isolate = runtimes[0][1].isolate_groups
-            pinned = [[job for job in order if cells[job.job_id].runtime == index] for index in range(len(runtimes))]
-            shared = [job for job in order if cells[job.job_id].runtime is None]
-            units = _Units([_units(options.worker_scope, isolate, jobs, 1) for jobs in pinned],
-                           _units(options.worker_scope, isolate, shared, len(runtimes)))
+                folder = workdir / (f"round-{round_index:02d}" + (f"-gpu{index}" if len(runtimes) > 1 else ""))
+                for number, unit in enumerate(_units(options.worker_scope, runtime.isolate_groups, order)):
+                    if stop.requested:
+                        return
+                    unit_folder = folder / f"unit-{number:03d}"
+                    recovery.describe_unit(unit_folder, recovery.UnitRecord(
+                        round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
+                        image_digest=digests[id(runtime)]))
+                    run_jobs(runtime, unit, unit_folder, on_result, stop=stop,
+                             on_start=lambda job: _started(writer, listener, job), on_calibration=calibrator(gpu))
 
-            def describe(folder: Path, unit: list[JobSpec], runtime_index: int) -> None:
-                gpu, runtime = runtimes[runtime_index]
-                recovery.describe_unit(folder, recovery.UnitRecord(
-                    round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
-                    image_digest=digests[id(runtime)]))
-
-            _run_units(runtimes, units, on_result, calibrator, lambda job: _started(writer, listener, job), describe,
-                       stop, workdir / f"round-{round_index:02d}")
+        _run_lanes(len(runtimes), run_lane, stop)
+        return not any(cell.due() for cell in cells.values())
     finally:
         for _, runtime in runtimes:
             runtime.close()
+
+
+def assign_lanes(cells: dict[str, CellAttempt], env_plan: EnvPlan, estimator: schedule.Estimator,
+                 lanes: int) -> dict[str, float]:
+    """Each cell's lane (GPU), by comparison group, longest group first to the least loaded lane; a group some of
+    whose cells a GPU already ran stays there. Returns each cell's estimated seconds."""
+    estimates = {job_id: estimator.cell_s(cell.job, env_plan.processes_due(cell.job), cold_first=not cell.processes)
+                 for job_id, cell in cells.items()}
+    placed = {job_id: cell.runtime for job_id, cell in cells.items() if cell.runtime is not None}
+    loads = [0.0] * lanes
+    for group in schedule.groups([cell.job for cell in cells.values()], estimates, placed):
+        lane = group.lane if group.lane is not None else loads.index(min(loads))
+        loads[lane] += group.estimate_s
+        for job in group.jobs:
+            cells[job.job_id].runtime = lane
+    return estimates
 
 
 def _started(writer: _ResultWriter, listener: SweepListener, job: JobSpec) -> None:
@@ -244,50 +287,30 @@ def _started(writer: _ResultWriter, listener: SweepListener, job: JobSpec) -> No
         listener.job_started(job)
 
 
-def _units(scope: WorkerScope, isolate_groups: bool, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
-    """A round's jobs for one worker process each: one job (scope "cell", in the round's order), or a share of the
-    round (work_units)."""
+def _units(scope: WorkerScope, isolate_groups: bool, jobs: list[JobSpec]) -> list[list[JobSpec]]:
+    """A lane's round of jobs for one worker process each: one job (scope "cell", in the round's order), or the
+    lane's share of the round (work_units)."""
     if scope == "cell":
         return [[job] for job in jobs]
-    return work_units(isolate_groups, jobs, workers)
+    return work_units(isolate_groups, jobs, 1)
 
 
-class _Units:
-    """The work units of a round: each worker thread takes those of the cells pinned to its GPU first, then any
-    cell's that no GPU has run yet."""
-
-    def __init__(self, pinned: list[list[list[JobSpec]]], shared: list[list[JobSpec]]):
-        self._queues = [queue.SimpleQueue() for _ in pinned]
-        self._shared: queue.SimpleQueue[tuple[int, list[JobSpec]]] = queue.SimpleQueue()
-        numbered = itertools.count()
-        for own, units in zip(self._queues, pinned):
-            for unit in units:
-                own.put((next(numbered), unit))
-        for unit in shared:
-            self._shared.put((next(numbered), unit))
-
-    def take(self, runtime_index: int) -> Optional[tuple[int, list[JobSpec]]]:
-        for source in (self._queues[runtime_index], self._shared):
-            try:
-                return source.get_nowait()
-            except queue.Empty:
-                continue
-        return None
-
-
-def _run_units(runtimes: list[tuple[Optional[GpuInfo], Runtime]], units: _Units,
-               on_result: Callable[[Result, int], None], calibrator: Calibrator,
-               on_start: Callable[[JobSpec], None], describe: Callable[[Path, list[JobSpec], int], None],
-               stop: StopRequest, workdir: Path) -> None:
-    threads: list[threading.Thread] = []
+def _run_lanes(lanes: int, run_lane: Callable[[int], None], stop: StopRequest) -> None:
+    """One thread per lane; a failure in one stops the others at once and is raised here."""
     errors: list[BaseException] = []
+
+    def guarded(index: int) -> None:
+        try:
+            run_lane(index)
+        except BaseException as error:  # the main thread re-raises it; the other lanes stop at once
+            errors.append(error)
+            stop.now.set()
+
+    threads = [threading.Thread(target=guarded, args=(index,), name=f"lane-{index}", daemon=True)
+               for index in range(lanes)]
     try:
-        for index, (gpu, runtime) in enumerate(runtimes):
-            thread = threading.Thread(target=_worker_loop, name=f"worker-gpu{gpu.index if gpu else '-'}", daemon=True,
-                                      args=(index, gpu, runtime, units, on_result, calibrator, on_start, describe,
-                                            stop, workdir, errors))
+        for thread in threads:
             thread.start()
-            threads.append(thread)
         for thread in threads:
             while thread.is_alive():  # a timed join keeps the main thread responsive to Ctrl-C
                 thread.join(JOIN_POLL_S)
@@ -298,25 +321,6 @@ def _run_units(runtimes: list[tuple[Optional[GpuInfo], Runtime]], units: _Units,
                 thread.join()
     if errors:
         raise errors[0]
-
-
-def _worker_loop(index: int, gpu: Optional[GpuInfo], runtime: Runtime, units: _Units,
-                 on_result: Callable[[Result, int], None], calibrator: Calibrator,
-                 on_start: Callable[[JobSpec], None], describe: Callable[[Path, list[JobSpec], int], None],
-                 stop: StopRequest, workdir: Path, errors: list[BaseException]) -> None:
-    try:
-        while not stop.requested:
-            taken = units.take(index)
-            if taken is None:
-                return
-            number, unit = taken
-            folder = workdir / f"unit-{number:03d}"
-            describe(folder, unit, index)
-            run_jobs(runtime, unit, folder, lambda result: on_result(result, index),
-                     stop=stop, on_start=on_start, on_calibration=calibrator(gpu))
-    except BaseException as error:  # the main thread re-raises it; the other workers stop at once
-        errors.append(error)
-        stop.now.set()
 
 
 def work_units(isolate_groups: bool, jobs: list[JobSpec], workers: int) -> list[list[JobSpec]]:
@@ -359,5 +363,5 @@ def stop_on_sigint(stop: StopRequest, on_first: Callable[[], None] = lambda: Non
             signal.signal(signum, handler)
 
 
-def make_runtime(env: EnvSpec, options: SweepOptions, gpu: Optional[GpuInfo]) -> Runtime:
-    return start_runtime(env, options.cache_dir / env.name, options.sweep_id, gpu)
+def make_runtime(env: EnvSpec, options: SweepOptions, lane: Lane) -> Runtime:
+    return start_runtime(env, options.cache_dir / env.name, options.sweep_id, lane)

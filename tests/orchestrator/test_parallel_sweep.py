@@ -12,7 +12,7 @@ from mlcbench.orchestrator.planner import measured_in_full
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import GpuInfo, Provenance, Repetition, Result, Suite, SuiteEntry
+from mlcbench.schema import JobSpec, GpuInfo, Provenance, Repetition, Result, Suite, SuiteEntry
 
 JOB_S = 0.1
 ONE_PROCESS = Repetition(processes=1, max_processes=1)
@@ -75,10 +75,13 @@ def test_isolating_runtime_gets_one_worker_per_model_workflow_group_spread_over_
     sweeping.run(options(tmp_path, 2, grid_suite(), "round"), store, runtime_factory=simulated(True, runtimes))
 
     job_files = sorted((tmp_path / "work").rglob("jobs.jsonl"))
-    assert len(job_files) == 4  # 4 models x 1 workflow
+    groups_per_gpu = [set(), set()]
     for path in job_files:
-        assert len({line.split('"model":')[1].split(",")[0] for line in path.read_text().splitlines()}) == 1
-    assert [runtime.workers_started for runtime in runtimes] == [2, 2]
+        jobs = [JobSpec.model_validate_json(line) for line in path.read_text().splitlines()]
+        assert len({(job.model, job.workflow) for job in jobs}) == 1  # a worker runs one (model, workflow) group
+        groups_per_gpu[int(path.parts[-4].endswith("gpu1"))].add((jobs[0].model, jobs[0].workflow))
+    # one worker per group a GPU has in its round; the 16 comparison groups (model x batch) spread over both GPUs
+    assert [runtime.workers_started for runtime in runtimes] == [len(groups) for groups in groups_per_gpu]
     assert {row.gpu_index for row in store.rows()} == {0, 1}
 
 

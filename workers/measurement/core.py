@@ -81,6 +81,8 @@ class ModelKind(ABC, Generic[Runs]):
 class Measured:
     metrics: Metrics
     correctness: Optional[Correctness]
+    # when the first timed call began (seconds since the epoch): the end of the process's start-up
+    timed_from: Optional[float] = None
 
 
 def import_compiler(workflow: str) -> Optional[float]:
@@ -124,6 +126,7 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measur
         # checked before more calls run: a workflow's CUDA graphs may write the next call's output into the same memory
         correctness = kind.check(output)
         graphs_before = compiled_graphs()
+        timed_from = time.time()
         latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
                              clocks_during_calls(cuda))
         figures = kind.after_timed_calls(prepared, latency, notes)
@@ -150,4 +153,4 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measur
         recompiles=compile_stats.recompiles + late_compiles if compiled else None,
         applied=applied, settings={**prepared.notes, **notes}, **figures.metrics,
     )
-    return Measured(metrics, correctness)
+    return Measured(metrics, correctness, timed_from)

@@ -8,6 +8,7 @@ import os
 import sys
 
 from mlcbench.schema import FAULT_WORKFLOWS, WORKFLOWS
+from mlcbench.schema.catalog import missing_requirements
 from mlcbench.workers.interface import Unsupported, Workflow
 
 FAULTS_ENV = "MLCBENCH_TEST_FAULTS"
@@ -27,7 +28,7 @@ def load(name: str) -> Workflow:
         raise Unsupported(f"workflow {name!r} is unknown")
     missing = [package for package in info.requires if not _installed(package)]
     if missing:
-        raise Unsupported(f"{name}: {', '.join(missing)} not importable in this environment")
+        raise Unsupported(missing_requirements(name, missing))
     try:
         module = importlib.import_module(f"{__name__}.{name}")
     except ImportError as error:

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The start-up bias check: benchmarks/suites/startup-bias.toml swept one round at a time, a round with each process a
+# new interpreter and a round forked from a pre-imported one in turn (the two stores fill side by side, so drift hits
+# both), each path with its own compiler cache; then the two compared. On every GPU of the host (--gpus all).
+#   bash benchmarks/startup_bias.sh GPU_TAG FOLDER
+set -uo pipefail
+gpu=${1:?GPU tag} folder=${2:?output folder}
+mkdir -p "$folder"
+mlcbench() { python3 -m mlcbench.orchestrator "$@"; }
+for round in 1 2 3 4 5 6; do
+    for path in exec fork; do
+        mlcbench sweep --env local --gpu "$gpu" --gpus all --suite benchmarks/suites/startup-bias.toml --rounds 1 \
+            --startup "$path" --db "sqlite:///$folder/$path.db" --cache-dir "$folder/cache-$path" \
+            --workdir "$folder/work-$path" 2>&1 | grep -v "━" | tail -3
+    done
+done
+mlcbench compare --db "sqlite:///$folder/exec.db" --against "sqlite:///$folder/fork.db" --gpu "$gpu" 2>&1 | tee "$folder/compare.txt"
