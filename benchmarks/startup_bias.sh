@@ -7,7 +7,7 @@ set -uo pipefail
 gpu=${1:?GPU tag} folder=${2:?output folder}
 mkdir -p "$folder"
 mlcbench() { python3 -m mlcbench.orchestrator "$@"; }
-for round in 1 2 3 4 5 6; do
+for round in $(seq "${ROUNDS:-5}"); do
     for path in exec fork; do
         mlcbench sweep --env local --gpu "$gpu" --gpus all --suite benchmarks/suites/startup-bias.toml --rounds 1 \
             --startup "$path" --db "sqlite:///$folder/$path.db" --cache-dir "$folder/cache-$path" \
