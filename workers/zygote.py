@@ -27,16 +27,24 @@ PRELOAD = ("torch", "torch._inductor.compile_fx", "transformers.models.llama.mod
            "mlcbench.workers.runner", "mlcbench.workers.measurement.core", "mlcbench.workers.measurement.llm",
            "mlcbench.workers.measurement.synthetic", "mlcbench.workers.workflows")
 REAP_EVERY_S = 0.05
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+# a forked child's exit code when torch says CUDA cannot be initialised in it
+BAD_FORK = 3
 STDIN = 0
 
 
 def serve() -> int:
     begin = time.perf_counter()
+    # torch.cuda.is_available(), which importing transformers calls, asks the CUDA runtime for its devices and so
+    # marks every later fork as "bad" (CUDA cannot be initialised in the child); asked through NVML it does not. The
+    # children ask as exec'd workers do.
+    os.environ[NVML_CHECK] = "1"
     for module in PRELOAD:
         try:
             importlib.import_module(module)
         except ImportError:  # an env without transformers (or Inductor) still forks what it has
             continue
+    os.environ.pop(NVML_CHECK)
     unsafe = why_not_fork()
     _say(ZygoteEvent(ready=unsafe is None, preload_s=round(time.perf_counter() - begin, 4), unsafe=unsafe))
     if unsafe is not None:
@@ -70,7 +78,16 @@ def why_not_fork() -> Optional[str]:
         return f"the imports started threads ({', '.join(thread.name for thread in threading.enumerate())})"
     if _has_children():
         return "the imports started child processes"
+    if torch is not None and _child_exit_code(lambda: BAD_FORK if torch.cuda._is_in_bad_fork() else 0) == BAD_FORK:
+        return "torch marks its forks as unable to initialise CUDA (the imports asked the CUDA runtime for devices)"
     return None
+
+
+def _child_exit_code(probe) -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(probe())
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def _has_children() -> bool:
