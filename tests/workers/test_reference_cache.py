@@ -244,6 +244,15 @@ def test_a_spoiled_file_is_never_read_but_recomputed_and_replaced(tmp_path, spoi
     assert stored_files(tmp_path) == [path]
 
 
+def test_a_reference_that_cannot_be_stored_is_used_and_the_note_says_why(tmp_path):
+    (tmp_path / FOLDER).write_text("a file where the folder should be")
+    job = synthetic_job()
+    _, notes = provided(job, tmp_path)
+    assert notes["reference_store_error"].startswith(("FileExistsError", "NotADirectoryError"))
+    result = run_job(job, tmp_path)
+    assert result.status == "ok" and result.correctness.passed and "reference_store_error" in result.metrics.settings
+
+
 def test_with_the_switch_off_every_process_computes_its_reference_and_none_is_read_or_written(tmp_path, monkeypatch):
     job = synthetic_job()
     assert run_job(job, tmp_path).metrics.settings["reference"] == "computed"

@@ -100,31 +100,31 @@ class ReferenceCache:
             state = compute(notes)
             notes["reference"] = CACHE_OFF
         else:
-            state = self._read_or_compute(ReferenceKey.of(job), compute, notes)
+            state = _read_or_compute(self.folder, ReferenceKey.of(job), compute, notes)
         notes["reference_s"] = round(time.perf_counter() - begin, 4)
         return state
 
-    def _read_or_compute(self, key: ReferenceKey, compute: Callable[[dict[str, Setting]], ReferenceState],
-                         notes: dict[str, Setting]) -> ReferenceState:
-        assert self.folder is not None
-        path = self.folder / key.file_name()
-        try:
-            state, computed_notes = _read(path, key)
-            notes.update(computed_notes)
-            notes["reference"] = READ
-            return state
-        except FileNotFoundError:
-            notes["reference"] = COMPUTED
-        except _Refused as refused:
-            notes["reference"] = f"recomputed: {refused}"
-        computed_notes = {}
-        state = compute(computed_notes)
+
+def _read_or_compute(folder: Path, key: ReferenceKey, compute: Callable[[dict[str, Setting]], ReferenceState],
+                     notes: dict[str, Setting]) -> ReferenceState:
+    path = folder / key.file_name()
+    try:
+        state, computed_notes = _read(path, key)
         notes.update(computed_notes)
-        try:
-            _write(path, key, state, computed_notes)
-        except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
-            notes["reference_store_error"] = f"{type(error).__name__}: {error}"[:300]
+        notes["reference"] = READ
         return state
+    except FileNotFoundError:
+        notes["reference"] = COMPUTED
+    except _Refused as refused:
+        notes["reference"] = f"recomputed: {refused}"
+    computed_notes: dict[str, Setting] = {}
+    state = compute(computed_notes)
+    notes.update(computed_notes)
+    try:
+        _write(path, key, state, computed_notes)
+    except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
+        notes["reference_store_error"] = f"{type(error).__name__}: {error}"[:300]
+    return state
 
 
 class _Refused(Exception):
