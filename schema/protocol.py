@@ -1,6 +1,6 @@
 """The host/worker exchange, defined once: a worker's exchange folder, its command line (built by the host, parsed by
-the worker), the JSON Lines rule both sides read and write by, the default cache folder, and the sweep id that tags
-both the stored rows and the workers (containers) of a sweep."""
+the worker), the JSON Lines rule both sides read and write by, the default cache folder, the switch of the worker's
+reference cache, and the sweep id that tags both the stored rows and the workers (containers) of a sweep."""
 
 import argparse
 import os
@@ -23,6 +23,8 @@ LOG_FILE = "worker.log"  # the worker's stdout and stderr
 IMAGE_DIGEST_ENV = "MLCBENCH_IMAGE_DIGEST"
 # the pid of the orchestrator that started a local worker: a worker whose parent is another already was orphaned
 ORCHESTRATOR_PID_ENV = "MLCBENCH_ORCHESTRATOR_PID"
+# "0": the worker computes eager's reference in every process and caches none (the cache's side-by-side bias check)
+REFERENCE_CACHE_ENV = "MLCBENCH_REFERENCE_CACHE"
 CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written before the first job when asked
 # when the host asked for this worker (seconds since the epoch): its start-up is timed from there (ProcessTiming)
 LAUNCHED_AT_ENV = "MLCBENCH_LAUNCHED_AT"

@@ -107,6 +107,7 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
 
     from mlcbench.workers.measurement.core import measure
     from mlcbench.workers.measurement.llm import LLM
+    from mlcbench.workers.measurement.references import ReferenceCache
     from mlcbench.workers.measurement.synthetic import Synthetic
     from mlcbench.workers.workflows import load
     from mlcbench.workers.interface import WorkflowContext
@@ -122,7 +123,7 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
     info = job.info
     kind = LLM(info, ctx) if info.kind == "llm" else Synthetic(info, ctx)
-    measured = measure(workflow, kind, ctx)
+    measured = measure(workflow, kind, ctx, ReferenceCache.under(cache_dir))
     correctness = measured.correctness
     failed_check = correctness is not None and not correctness.passed
     return Outcome("ok", "correctness check failed against eager" if failed_check else None,

@@ -20,6 +20,7 @@ from mlcbench.schema.results import Setting
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with_fields
 from mlcbench.workers.measurement.clocks import clocks_during_calls
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
+from mlcbench.workers.measurement.references import ReferenceCache, ReferenceState
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.stacks import inductor_cache
 
@@ -51,9 +52,14 @@ class ModelKind(ABC, Generic[Runs]):
         """The model (and what it is called with) on the job's device, ready when this returns: timed as load_s."""
 
     @abstractmethod
-    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> None:
-        """Eager's output for the check (not called for eager itself). Memory used inside set_aside() counts in no
-        peak."""
+    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> ReferenceState:
+        """Eager's output for the check (not called for eager itself), as tensors and plain values: what the
+        reference cache stores, with `notes`. Memory used inside set_aside() counts in no peak."""
+
+    @abstractmethod
+    def use_reference(self, state: ReferenceState) -> None:
+        """Hold reference()'s state for the check, whether this process computed it or read it from the cache (its
+        tensors then on the CPU)."""
 
     @abstractmethod
     def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[Runs]:
@@ -98,7 +104,7 @@ def import_compiler(workflow: str) -> Optional[float]:
     return time.perf_counter() - begin
 
 
-def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measured:
+def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, references: ReferenceCache) -> Measured:
     job, cuda = ctx.job, ctx.device.type == "cuda"
     compiled = workflow.name != REFERENCE
     compiler_import_s = import_compiler(workflow.name)
@@ -114,7 +120,9 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext) -> Measur
             load_s = time.perf_counter() - begin
             if compiled:
                 # where the peaks start after the reference, nothing it uses counts anyway
-                kind.reference(memory.set_aside if memory is not None else nullcontext, notes)
+                set_aside = memory.set_aside if memory is not None else nullcontext
+                kind.use_reference(references.provide(job, lambda own_notes: kind.reference(set_aside, own_notes),
+                                                      notes))
             if memory is None:
                 memory = through_first_call.enter_context(peak_memory(cuda))
             compile_stats = through_first_call.enter_context(dynamo_stats())

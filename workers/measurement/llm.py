@@ -11,6 +11,7 @@ from mlcbench.schema import Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
 from mlcbench.workers.measurement.correctness import compare_greedy_tokens, compare_teacher_forced
+from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.measurement.timing import time_calls
 from mlcbench.workers.models import llm
 from mlcbench.workers.interface import Generation, LLMRunner, Prepared, Workflow, WorkflowContext
@@ -32,11 +33,17 @@ class LLM(ModelKind[LLMRunner]):
             torch.cuda.synchronize()
         self.prompt = llm.prompt_ids(self.info, ctx.job, ctx.device)
 
-    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> None:
-        self.reference_generation = HFGenerateRunner(self.model, disable_compile=True).generate(
+    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> ReferenceState:
+        generation = HFGenerateRunner(self.model, disable_compile=True).generate(
             self.prompt, self.ctx.job.output_len, with_logits=True)
         with set_aside():
-            self.gold_logits = _fp32_logits(self.model, self.prompt, self.reference_generation, self.ctx, notes)
+            gold_logits = _fp32_logits(self.model, self.prompt, generation, self.ctx, notes)
+        return {"tokens": generation.tokens, "step_logits": generation.step_logits, "gold_logits": gold_logits}
+
+    def use_reference(self, state: ReferenceState) -> None:
+        device = self.ctx.device
+        self.reference_generation = Generation(state["tokens"].to(device), state["step_logits"].to(device))
+        self.gold_logits = state["gold_logits"]  # on the CPU, where _fp32_logits leaves it
 
     def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[LLMRunner]:
         self.workflow_name = workflow.name

@@ -10,6 +10,7 @@ from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
 from mlcbench.workers.measurement.correctness import compare_tensors
 from mlcbench.workers.measurement.device_time import device_times
+from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.models import synthetic
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext
 
@@ -24,8 +25,11 @@ class Synthetic(ModelKind[Callable[..., object]]):
         ctx = self.ctx
         self.model, self.inputs = synthetic.build(self.info, ctx.job, ctx.dtype, ctx.device)
 
-    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> None:
-        self.expected = self.model(*self.inputs)
+    def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> ReferenceState:
+        return {"expected": self.model(*self.inputs)}
+
+    def use_reference(self, state: ReferenceState) -> None:
+        self.expected = state["expected"].to(self.ctx.device)
 
     def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[Callable[..., object]]:
         return workflow.compile_module(self.model, self.inputs, ctx)
