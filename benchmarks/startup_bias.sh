@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The start-up bias check: benchmarks/suites/startup-bias.toml swept one round at a time, a round with each process a
-# new interpreter and a round forked from a pre-imported one in turn (the two stores fill side by side, so drift hits
-# both), each path with its own compiler cache; then the two compared. On every GPU of the host (--gpus all).
+# The start-up bias check: benchmarks/suites/startup-bias.toml swept one round at a time, a round without the start-up
+# shortcuts (each process a new interpreter that computes its own eager reference) and a round with them (forked from
+# a pre-imported interpreter, eager's reference read from the cache) in turn, so that drift hits both stores alike,
+# each with its own compiler cache; then the two compared. On every GPU of the host (--gpus all).
 #   bash benchmarks/startup_bias.sh GPU_TAG FOLDER
 set -uo pipefail
 gpu=${1:?GPU tag} folder=${2:?output folder}
@@ -9,7 +10,7 @@ mkdir -p "$folder"
 mlcbench() { python3 -m mlcbench.orchestrator "$@"; }
 for round in $(seq "${ROUNDS:-5}"); do
     for path in exec fork; do
-        mlcbench sweep --env local --gpu "$gpu" --gpus all --suite benchmarks/suites/startup-bias.toml --rounds 1 \
+        MLCBENCH_REFERENCE_CACHE=$([ $path = exec ] && echo 0 || echo 1) mlcbench sweep --env local --gpu "$gpu" --gpus all --suite benchmarks/suites/startup-bias.toml --rounds 1 \
             --startup "$path" --db "sqlite:///$folder/$path.db" --cache-dir "$folder/cache-$path" \
             --workdir "$folder/work-$path" 2>&1 | grep -v "━" | tail -3
     done
