@@ -2,9 +2,8 @@
 # The `paper` suite on every GPU of a GPU machine (the `device` tool, `--env local`), resumed call after call: each
 # call sweeps until SWEEP_TIMEOUT_S, then stops as Ctrl-C stops a sweep (every finished process is kept), and the
 # next call's same command resumes it from the store under /root (which a machine held warm between calls keeps).
-# STEP=first also describes the machine, probes whether it could run a container engine, and runs the start-up bias
-# check (benchmarks/startup_bias.sh) before the sweep. Each call leaves the store, the sweep's log and the machine's
-# description in $OUT/paper-call.tar.
+# STEP=first also describes the machine before the sweep. Each call leaves the store, the sweep's log and the
+# machine's description in $OUT/paper-call.tar.
 #
 #   MLCBENCH_GIT_REV=$(git rev-parse --short=12 HEAD) STEP=first SWEEP_TIMEOUT_S=300 bash benchmarks/paper_device.sh
 set -uo pipefail
@@ -17,10 +16,6 @@ if [ "${STEP:-}" = first ]; then
       lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node[0-9]"; nproc; free -g | head -2
       python3 -c "import sys, torch, transformers, triton, jax; print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__, 'jax', jax.__version__)"
     } > /root/paper/machine.txt 2>&1
-    bash benchmarks/container_probe.sh > /root/paper/container-probe.txt 2>&1
-    SECONDS=0
-    bash benchmarks/startup_bias.sh "$gpu" /root/paper/bias > /root/paper/bias.log 2>&1
-    echo "startup bias check: ${SECONDS}s" >> /root/paper/bias.log
 fi
 start=$SECONDS
 timeout --preserve-status -s INT "${SWEEP_TIMEOUT_S:-540}" python3 -m mlcbench.orchestrator sweep --env local \

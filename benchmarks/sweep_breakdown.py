@@ -21,7 +21,7 @@ def main() -> None:
     spans: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
     phases: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     startups: dict[str, list[float]] = defaultdict(list)
-    for result in store.history():
+    for result in store.cells():  # a cell's latest attempt holds every process it kept
         gpu = result.provenance.gpu.uuid if result.provenance.gpu and result.provenance.gpu.uuid else "cpu"
         latency = result.metrics.latency
         processes = (latency.processes + latency.other_series) if latency is not None else []
