@@ -24,6 +24,8 @@ WORKER_LAYERS = (
     ("measurement",),  # timers, correctness, and the device, host and package probes
     ("exchange", "orphan"),  # the worker's files and its lifetime beside the host
     ("runner",),
+    ("command",),  # the worker's command line
+    ("zygote",),  # the pre-imported interpreter that forks workers
     ("__main__",),
 )
 # orchestrator/, bottom to top, the same way

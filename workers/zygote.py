@@ -114,10 +114,10 @@ def _fork(request: ForkRequest) -> int:
         # the zygote is this worker's parent: it ends when the host does, and its children with it
         os.environ.update({**request.env, ORCHESTRATOR_PID_ENV: str(os.getppid()), STARTUP_ENV: "fork"})
         random.seed()  # the zygote's state would make every child draw the same numbers
-        from mlcbench.workers.__main__ import main
+        from mlcbench.workers.command import run
 
         sys.argv = [sys.executable, "-m", "mlcbench.workers", *request.argv]
-        code = main(request.argv)
+        code = run(request.argv)
     except BaseException:
         traceback.print_exc()
     finally:

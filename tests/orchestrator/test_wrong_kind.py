@@ -1,6 +1,8 @@
 """The catalog decides which model kinds a workflow runs: a wrong pair is stored `unsupported` with the catalog's
 reason at planning, and never reaches a worker."""
 
+import importlib.util
+
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.gpu import Target
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime, answer_ok
@@ -34,13 +36,18 @@ def test_wrong_kind_pairs_are_stored_with_the_catalogs_reason_and_never_reach_a_
     wrong = {(name, model) for name, info in WORKFLOWS.items() for model in MODELS_OF_BOTH_KINDS
              if MODELS[model].kind in info.why_not}
     assert wrong  # the catalog refuses some pairs
+    # the local env's worker is this interpreter: a workflow whose packages it cannot find is refused at planning too
+    missing = {(name, model) for name, info in WORKFLOWS.items() for model in MODELS_OF_BOTH_KINDS
+               if any(importlib.util.find_spec(package) is None for package in info.requires)} - wrong
     refused = {(r.job.workflow, r.job.model): r for r in report.stored if r.status == "unsupported"}
-    assert set(refused) == wrong
+    assert set(refused) == wrong | missing
     for (name, model), result in refused.items():
-        assert WORKFLOWS[name].why_not[MODELS[model].kind] in result.reason
+        expected = WORKFLOWS[name].why_not[MODELS[model].kind] if (name, model) in wrong else "not importable"
+        assert expected in result.reason
+    assert not any(f"{name} {model}" in answered for name, model in missing)
     # every other pair reached a worker (one answer per process of its cell)
     assert set(answered) == {f"{name} {model}" for name in workflows for model in MODELS_OF_BOTH_KINDS
-                             if (name, model) not in wrong}
+                             if (name, model) not in wrong | missing}
 
 
 def test_a_sweep_of_wrong_kind_pairs_only_starts_no_worker(tmp_path):
