@@ -68,3 +68,28 @@ def test_missing_torchax_is_unsupported(monkeypatch, tmp_path):
     result = run_job(_job("ffn-small"), tmp_path)
     assert result.status == "unsupported"
     assert "not importable" in result.reason and "torchax" in result.reason.split(":", 1)[1]
+
+
+@needs_torchax
+def test_a_later_process_loads_the_xla_programs_an_earlier_one_compiled(tmp_path):
+    """JAX's persistent compilation cache lives in the workflow's cache folder: the first process writes a program
+    per jitted shape there, a second process (a fresh interpreter) finds them, and a program found is not compiled
+    again, so none is written again (each file's modification time stays)."""
+    import subprocess
+
+    from mlcbench.workers.workflows.torchax import JAX_CACHE
+
+    script = ("import sys; from pathlib import Path; from mlcbench.schema import JobSpec; "
+              "from mlcbench.workers.runner import run_job; "
+              "job = JobSpec.model_validate_json(sys.argv[1]); "
+              "result = run_job(job, Path(sys.argv[2])); assert result.status == 'ok', result.error")
+    cache = tmp_path / "torchax" / JAX_CACHE
+
+    def run_process() -> dict[str, int]:
+        subprocess.run([sys.executable, "-c", script, _job("ffn-small").model_dump_json(), str(tmp_path)], check=True,
+                       timeout=600)
+        return {path.name: path.stat().st_mtime_ns for path in cache.iterdir()}
+
+    first = run_process()
+    assert first  # the programs the first process compiled
+    assert run_process() == first  # the second compiled nothing new: it loaded them

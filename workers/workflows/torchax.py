@@ -17,6 +17,7 @@ from mlcbench.workers.interface import Generation, Prepared, Unsupported, Workfl
 from mlcbench.workers.decode.greedy import GreedyRunner
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+JAX_CACHE = "jax"  # the persistent compilation cache's folder in the workflow's cache folder
 # _HOST_FIRST: CUDA tensors reach the "jax" device through the host, moved there outside torchax's env: inside it,
 # torchax treats a CUDA tensor as already on its device (config.treat_cuda_as_jax_device) and leaves it as it is.
 _tolerated_overloads: list = []  # filled once, when torchax first loads in this process
@@ -96,6 +97,16 @@ class _LastLogits(torch.nn.Module):
 
 
 class Torchax(Workflow):
+    @contextmanager
+    def compiling(self, ctx):
+        """JAX's persistent compilation cache in the workflow's cache folder: a later process loads the XLA programs
+        an earlier one compiled (an LLM's greedy loop without a KV cache compiles one per sequence length, minutes
+        in all) instead of compiling them again."""
+        jax = require("jax", "torchax runs on JAX")
+        jax.config.update("jax_compilation_cache_dir", str(ctx.cache_dir / JAX_CACHE))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # every program, however quick
+        yield ("jax_compilation_cache",)
+
     def compile_module(self, module, inputs, ctx):
         torchax, env, jax, notes = _load(ctx)
         module.to("cpu")  # _HOST_FIRST
