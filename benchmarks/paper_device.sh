@@ -5,7 +5,8 @@
 # STEP=first also describes the machine before the sweep. Each call leaves the store, the sweep's log and the
 # machine's description in $OUT/paper-call.tar.
 #
-#   MLCBENCH_GIT_REV=$(git rev-parse --short=12 HEAD) STEP=first SWEEP_TIMEOUT_S=300 bash benchmarks/paper_device.sh
+#   MLCBENCH_GIT_REV=$(git rev-parse --short=12 HEAD) STEP=first SWEEP_TIMEOUT_S=300 bash benchmarks/paper_device.sh \
+#       [sweep options, e.g. --model matmul-tinyllama,...]
 set -uo pipefail
 . benchmarks/device_env.sh
 export MLCBENCH_ENVS_DIR=$PWD/envs PYTHONUNBUFFERED=1
@@ -20,8 +21,8 @@ fi
 start=$SECONDS
 timeout --preserve-status -s INT "${SWEEP_TIMEOUT_S:-540}" python3 -m mlcbench.orchestrator sweep --env local \
     --gpu "$gpu" --gpus all --suite paper --startup fork --db "sqlite:///$store" --cache-dir /root/cache \
-    --workdir /root/work 2>&1 | grep -v "━" >> /root/paper/sweep.log
-echo "$(date -u +%FT%TZ) sweep paper: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a /root/paper/times.txt
+    --workdir /root/work "$@" 2>&1 | grep -v "━" >> /root/paper/sweep.log
+echo "$(date -u +%FT%TZ) sweep paper $*: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a /root/paper/times.txt
 tail -5 /root/paper/sweep.log
 cp "$store" /root/paper/paper.db
 tar -C /root -cf "$OUT/paper-call.tar" paper
