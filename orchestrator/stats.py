@@ -140,9 +140,11 @@ def compile_cost(processes: Sequence[ProcessTiming], cache: str) -> Optional[Com
 
 def combine_checks(checks: Sequence[Correctness]) -> Correctness:
     """A cell's correctness from its processes' own checks: it fails when one process failed; the figures shown are
-    the worst process's (a failed one's first)."""
+    the worst process's (a failed one's first): the one nearest its own tolerance (a row's tolerance is anchored on
+    eager's error in that process)."""
     failed = [check for check in checks if not check.passed]
-    worst = max(failed or checks, key=lambda check: check.rel_l2_error if check.rel_l2_error is not None else -1.0)
+    worst = max(failed or checks, key=lambda check: -1.0 if check.rel_l2_error is None or not check.tolerance
+                else check.rel_l2_error / check.tolerance)
     return worst.model_copy(update={"passed": not failed, "processes_checked": len(checks),
                                     "processes_failed": len(failed)})
 
