@@ -23,6 +23,8 @@ RUBRIC: tuple[tuple[str, str], ...] = (
     ("Performance", "median speedup over eager across every (model, batch, precision, env, GPU) where both ran "
                     f"with ≥ {VERDICT_PROCESSES} worker processes and the workflow passed its correctness check: "
                     "≥3× → 5, ≥2× → 4, ≥1.2× → 3, ≥0.9× → 2, else 1 (eager itself is 1.0× → 2). "
+                    "Each pairs with eager on the same physical GPU (UUID and host) where eager ran there; the pairs "
+                    "that had to cross GPUs are counted beside. "
                     "A speedup whose 95 % interval holds 1.0 counts as 1.0; one from fewer processes, a failed "
                     "check or a run that compiled nothing counts not at all (their number is shown beside). Cells "
                     f"under {DEVICE_TIME_BELOW_MS:g} ms compare device times where both sides have them. Blank when "
@@ -54,6 +56,8 @@ class P3Row:
     speedup_pairs: int
     # speedups measured but not counted: fewer processes than a verdict needs on a side, or not checked
     speedups_without_verdict: int
+    # of those counted, pairs whose eager ran on another physical GPU (none ran on the workflow's own)
+    speedups_across_gpus: int
     performance: Optional[int]
     median_compile_s: Optional[float]
     custom_decode_loop: bool
@@ -103,9 +107,10 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         members = by_workflow[workflow]
         worked = [row for row in members if _worked(row)]
         # eager is its own reference: 1.0, where it can carry a verdict itself
-        speedups = [row.speedup.claimed if row.speedup else 1.0 for row in worked
-                    if (row.speedup is not None and row.speedup.verdict)
-                    or (row.workflow == REFERENCE and row.no_verdict is None)]
+        judged = [row for row in worked if (row.speedup is not None and row.speedup.verdict)
+                  or (row.workflow == REFERENCE and row.no_verdict is None)]
+        speedups = [row.speedup.claimed if row.speedup else 1.0 for row in judged]
+        across = sum(1 for row in judged if row.speedup is not None and row.speedup.across_gpus)
         unjudged = sum(1 for row in worked if row.speedup is not None and not row.speedup.verdict)
         compile_times = [row.result.metrics.compile_s for row in worked if row.result.metrics.compile_s is not None]
         custom_loop = any(row.result.metrics.applied.decode_loop not in (None, STOCK_DECODE_LOOP) for row in worked)
@@ -123,7 +128,7 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         checks = [row.correct for row in members if row.correct is not None]
         scored.append(P3Row(
             workflow=workflow, median_speedup=median_speedup, speedup_pairs=len(speedups),
-            speedups_without_verdict=unjudged,
+            speedups_without_verdict=unjudged, speedups_across_gpus=across,
             performance=_step_score(median_speedup, SPEEDUP_STEPS, True) if median_speedup is not None else None,
             median_compile_s=median_compile, custom_decode_loop=custom_loop, productivity=productivity,
             cells_ran=len(cells_ran), cells_tried=len(cells_tried),
@@ -139,6 +144,7 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
 def _speedups(row: P3Row) -> str:
     """'1.45×, n=6 judged, 2 without a verdict': the median speedup and the cells behind it."""
     text = f"{fmt.ratio(row.median_speedup)}, n={row.speedup_pairs} judged"
+    text += f" ({row.speedups_across_gpus} against eager on another GPU)" if row.speedups_across_gpus else ""
     return text + (f", {row.speedups_without_verdict} without a verdict" if row.speedups_without_verdict else "")
 
 
