@@ -125,6 +125,15 @@ def processes_of(result: Result) -> int:
     return 0 if latency is None else len(latency.processes) or 1
 
 
+def program_processes(result: Result) -> int:
+    """The processes of one program behind a result's figure, what a verdict counts: a pooled figure's warm ones (its
+    cold ones joined it where a test found no difference, which does not make them the same program), else all."""
+    latency = result.metrics.latency
+    if latency is not None and latency.series == "pooled":
+        return sum(1 for process in latency.processes if process.compile_cache != "cold")
+    return processes_of(result)
+
+
 def check_failed(result: Result) -> bool:
     return result.correctness is not None and not result.correctness.passed
 
@@ -184,7 +193,7 @@ def no_verdict(result: Result) -> Optional[str]:
         return "check failed"
     if not_compiled(result):
         return "not compiled"
-    processes = processes_of(result)
+    processes = program_processes(result)
     if processes < VERDICT_PROCESSES:
         return f"n={processes}"
     if result.job.workflow != REFERENCE and result.correctness is None:

@@ -51,7 +51,10 @@ RUBRIC: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class P3Row:
+    """One workflow with one set of options (each variant compiles its own program: scored apart)."""
+
     workflow: str
+    options: str  # set away from their defaults, in words ("" for none)
     median_speedup: Optional[float]
     speedup_pairs: int
     # speedups measured but not counted: fewer processes than a verdict needs on a side, or not checked
@@ -99,12 +102,12 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
     rows_in_envs_that_ran = [row for row in rows if (row.env, row.gpu) in envs_that_ran]
     gpus_in_report = tuple(sorted({row.gpu for row in rows}))
     gpus_that_ran = {gpu for _, gpu in envs_that_ran}
-    by_workflow: dict[str, list[PerfRow]] = defaultdict(list)
+    by_variant: dict[tuple[str, str], list[PerfRow]] = defaultdict(list)
     for row in rows_in_envs_that_ran:
-        by_workflow[row.workflow].append(row)
+        by_variant[(row.workflow, row.result.job.options.non_default())].append(row)
     scored = []
-    for workflow in sorted(by_workflow, key=workflow_order):
-        members = by_workflow[workflow]
+    for workflow, options in sorted(by_variant, key=lambda variant: (workflow_order(variant[0]), variant[1])):
+        members = by_variant[(workflow, options)]
         worked = [row for row in members if _worked(row)]
         # eager is its own reference: 1.0, where it can carry a verdict itself
         judged = [row for row in worked if (row.speedup is not None and row.speedup.verdict)
@@ -127,7 +130,7 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         gpus_ran = tuple(sorted({row.gpu for row in worked}))
         checks = [row.correct for row in members if row.correct is not None]
         scored.append(P3Row(
-            workflow=workflow, median_speedup=median_speedup, speedup_pairs=len(speedups),
+            workflow=workflow, options=options, median_speedup=median_speedup, speedup_pairs=len(speedups),
             speedups_without_verdict=unjudged, speedups_across_gpus=across,
             performance=_step_score(median_speedup, SPEEDUP_STEPS, True) if median_speedup is not None else None,
             median_compile_s=median_compile, custom_decode_loop=custom_loop, productivity=productivity,
@@ -150,7 +153,7 @@ def _speedups(row: P3Row) -> str:
 
 def _cells(row: P3Row) -> tuple[Cell, ...]:
     return (*text_cells(
-        row.workflow, f"{row.performance or '—'} ({_speedups(row)})",
+        row.workflow + (f" ({row.options})" if row.options else ""), f"{row.performance or '—'} ({_speedups(row)})",
         f"{row.productivity or '—'} ({fmt.number(row.median_compile_s)} s"
         + (", own decode loop" if row.custom_decode_loop else "") + ")",
         f"{row.portability} ({row.cells_ran}/{row.cells_tried} cells)",
