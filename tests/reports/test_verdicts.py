@@ -302,11 +302,13 @@ def test_html_figures_draw_each_points_interval(tmp_path: Path, monkeypatch):
 def test_a_failed_check_says_how_it_was_checked_and_where_it_failed_in_every_report(tmp_path: Path):
     wrong = cell("tinyllama-1.1b", "torch_compile_decode", [20.0, 20.1, 19.9, 20.2, 19.8], passed=False)
     check = wrong.correctness.model_copy(update={"method": "teacher_forced", "steps_checked": 32, "worst_step": 3,
-                                                 "processes_checked": 5, "processes_failed": 1})
+                                                 "worst_row": 7, "tokens_beyond_noise": 2, "worst_token_margin": 4.2,
+                                                 "calls_checked": 2, "processes_checked": 5, "processes_failed": 1})
     wrong = wrong.model_copy(update={"correctness": check})
     results = [cell("tinyllama-1.1b", "eager", [40.0, 40.2, 39.8]), wrong]
     report = build_report(results, "test", Selection())
-    where = "teacher_forced, worst at step 3 of 32 checked, 1 of 5 processes failed"
+    where = ("teacher_forced, row 7, worst at step 3 of 32 checked, 2 token(s) beyond noise (margin up to 4.2x the "
+             "noise), 2 calls a process, 1 of 5 processes failed")
     for text in (_terminal(report), markdown(report), write_html(report, tmp_path / "html").read_text()):
         assert where in " ".join(text.split())
     assert "### P3 summary" in markdown(report)
