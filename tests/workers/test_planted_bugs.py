@@ -239,3 +239,16 @@ def test_a_bug_that_shows_only_on_a_reused_cache_fails_the_process(tmp_path, mon
     check = result.correctness
     assert check.calls_checked == 2 and result.metrics.latency.processes[0].correctness == check
     assert check.passed is not reuse_bug
+
+
+@pytest.mark.parametrize("workflow", ["torch_compile_static", "torch_compile_decode"])
+def test_a_compiled_workflow_without_a_bug_passes_in_bf16(tmp_path, workflow):
+    """Inductor's own kernels against eager, in bf16, on both calls a process checks (in a process of its own, as a
+    worker runs it: dynamo's code cache of other tests' shapes stays out)."""
+    from tests.workers.test_compiled_decode import in_a_fresh_process
+
+    [result] = in_a_fresh_process([tiny_job("bf16", 2, workflow)], tmp_path)
+    assert result.status == "ok", result.error
+    check = result.correctness
+    assert check.passed and check.calls_checked == 2 and check.tokens_beyond_noise == 0
+    assert result.metrics.applied.compiled_graphs >= 1 and "fp32" in check.note
