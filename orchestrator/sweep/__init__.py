@@ -1,5 +1,6 @@
 """One sweep: plan per env, store what cannot run, run the rest through one runtime per GPU at once (one worker
-thread each, sharing the jobs through a queue), store every result as it arrives."""
+thread each, sharing the jobs through a queue, a cell on the GPU of the eager cell it pairs with), store every result
+as it arrives."""
 
 import itertools
 import math
@@ -7,6 +8,7 @@ import queue
 import random
 import signal
 import threading
+from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,7 @@ from mlcbench.orchestrator.runtimes.registry import start_runtime
 from mlcbench.orchestrator.store import Store, provenance, record
 from mlcbench.orchestrator.sweep import recovery
 from mlcbench.orchestrator.sweep.cells import CellAttempt, WorkerScope, on_gpu
-from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite
+from mlcbench.schema import OWN_WORKER_WORKFLOWS, REFERENCE, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, new_sweep_id
 
 JOIN_POLL_S = 0.2
@@ -193,6 +195,8 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
         for cell in cells.values():
             cell.runtime = next((index for index, (gpu, _) in enumerate(runtimes)
                                  if gpu is not None and gpu.uuid == cell.resumed_gpu_uuid), None)
+        if len(runtimes) > 1:
+            pin_pairs(list(cells.values()), len(runtimes))
         for round_index in itertools.count():
             due = [cell.job for cell in cells.values() if cell.due()]
             if not due or stop.requested:
@@ -237,6 +241,31 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
     finally:
         for _, runtime in runtimes:
             runtime.close()
+
+
+def pin_pairs(cells: list[CellAttempt], gpus: int) -> None:
+    """Each cell on the GPU of the eager cell its speedup pairs with (same model, precision, batch and settings but
+    the options: the reports' baseline), so that no ratio of a sweep pairs two physical GPUs. A group follows a member
+    that a resumed sweep already pinned; the others go, largest first, to the GPU with the fewest cells. Cells with no
+    eager cell to pair with stay shared (any GPU free takes them)."""
+    groups: dict[tuple[str, str, int, str], list[CellAttempt]] = defaultdict(list)
+    for cell in cells:
+        job = cell.job
+        groups[(job.model, job.precision, job.batch_size, job.baseline_settings)].append(cell)
+    load = [0] * gpus
+    for cell in cells:
+        if cell.runtime is not None:
+            load[cell.runtime] += 1
+    paired = [group for group in groups.values()
+              if len(group) > 1 and any(cell.job.workflow == REFERENCE for cell in group)]
+    for group in sorted(paired, key=len, reverse=True):
+        gpu = next((cell.runtime for cell in group if cell.runtime is not None), None)
+        if gpu is None:
+            gpu = min(range(gpus), key=load.__getitem__)
+        for cell in group:
+            if cell.runtime is None:
+                cell.runtime = gpu
+                load[gpu] += 1
 
 
 def _started(writer: _ResultWriter, listener: SweepListener, job: JobSpec) -> None:
