@@ -86,12 +86,26 @@ def _step_time(processes: Sequence[ProcessTiming]) -> dict:
     return dict(step_median_ms=center, step_ci_low_ms=low, step_ci_high_ms=high)
 
 
+def _log_device_medians(processes: Sequence[ProcessTiming]) -> np.ndarray:
+    return np.log([float(np.median(process.device_samples_ms)) for process in processes])
+
+
+def _device_timed(processes: Sequence[ProcessTiming]) -> bool:
+    """Every process timed the device, all by one method."""
+    return all(process.device_samples_ms for process in processes) \
+        and len({process.device_method for process in processes}) == 1
+
+
 def same_program(cold: Sequence[ProcessTiming], warm: Sequence[ProcessTiming]) -> bool:
     """Whether a two-sample test on the log process medians finds no difference between cold and warm processes at
     ALPHA: Welch's t where both sides have two processes or more; where one side has a single process, Student's t of
     that process against the other side's prediction interval (the other side's variance); with one process a side
-    there is no spread to judge by, and the two are not pooled."""
-    a, b = _log_medians(cold), _log_medians(warm)
+    there is no spread to judge by, and the two are not pooled. On the device time where every process has it: the
+    program's own time, where the host's launch cost moves a sub-millisecond whole call up to 2x between processes."""
+    if _device_timed([*cold, *warm]):
+        a, b = _log_device_medians(cold), _log_device_medians(warm)
+    else:
+        a, b = _log_medians(cold), _log_medians(warm)
     if a.size < 2 and b.size < 2:
         return False
     if a.size >= 2 and b.size >= 2:
@@ -140,9 +154,11 @@ def compile_cost(processes: Sequence[ProcessTiming], cache: str) -> Optional[Com
 
 def combine_checks(checks: Sequence[Correctness]) -> Correctness:
     """A cell's correctness from its processes' own checks: it fails when one process failed; the figures shown are
-    the worst process's (a failed one's first)."""
+    the worst process's (a failed one's first): the one nearest its own tolerance (a row's tolerance is anchored on
+    eager's error in that process)."""
     failed = [check for check in checks if not check.passed]
-    worst = max(failed or checks, key=lambda check: check.rel_l2_error if check.rel_l2_error is not None else -1.0)
+    worst = max(failed or checks, key=lambda check: -1.0 if check.rel_l2_error is None or not check.tolerance
+                else check.rel_l2_error / check.tolerance)
     return worst.model_copy(update={"passed": not failed, "processes_checked": len(checks),
                                     "processes_failed": len(failed)})
 

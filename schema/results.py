@@ -34,6 +34,17 @@ class Correctness(StrictModel):
     method: Optional[Literal["outputs", "teacher_forced", "greedy_prefix"]] = None
     steps_checked: Optional[int] = Field(None, description="LLM: output steps whose logits were compared")
     worst_step: Optional[int] = Field(None, description="LLM: the output step with the largest error (0: prefill)")
+    # teacher_forced: the check is per batch row; rel_l2_error and tolerance are those of the row nearest its tolerance
+    worst_row: Optional[int] = Field(None, description="LLM: the batch row nearest its tolerance")
+    tokens_beyond_noise: Optional[int] = Field(
+        None, ge=0, description="LLM: the workflow's own token choices that differ from eager's by more than eager's "
+                                "margin allows as numerical noise (any fails the check)")
+    worst_token_margin: Optional[float] = Field(
+        None, description="LLM: the largest share of the noise allowed there that eager's margin between its token and "
+                          "a differing choice took (over 1: beyond noise; 0: every choice eager's)")
+    calls_checked: Optional[int] = Field(
+        None, description="LLM: calls this process checked: its first, and one after its timed calls on the caches "
+                          "they used (None: stored before the second)")
     note: Optional[str] = None
     max_abs_diff: Optional[float] = None
     rel_l2_error: Optional[float] = None

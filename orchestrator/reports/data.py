@@ -125,6 +125,15 @@ def processes_of(result: Result) -> int:
     return 0 if latency is None else len(latency.processes) or 1
 
 
+def program_processes(result: Result) -> int:
+    """The processes of one program behind a result's figure, what a verdict counts: a pooled figure's warm ones (its
+    cold ones joined it where a test found no difference, which does not make them the same program), else all."""
+    latency = result.metrics.latency
+    if latency is not None and latency.series == "pooled":
+        return sum(1 for process in latency.processes if process.compile_cache != "cold")
+    return processes_of(result)
+
+
 def check_failed(result: Result) -> bool:
     return result.correctness is not None and not result.correctness.passed
 
@@ -184,7 +193,7 @@ def no_verdict(result: Result) -> Optional[str]:
         return "check failed"
     if not_compiled(result):
         return "not compiled"
-    processes = processes_of(result)
+    processes = program_processes(result)
     if processes < VERDICT_PROCESSES:
         return f"n={processes}"
     if result.job.workflow != REFERENCE and result.correctness is None:
@@ -218,6 +227,8 @@ class Speedup:
     candidate_no_verdict: Optional[str] = None
     # judged on device time: what the whole calls say (shown beside, so a reader sees what device time separated)
     whole_call: Optional[stats.Ratio] = None
+    # eager's GPU and this result's, where no eager run on this result's own GPU was there to pair it with
+    across_gpus: Optional[str] = None
 
     @property
     def value(self) -> float:
@@ -242,6 +253,8 @@ class Speedup:
             text += " on device time" + (f"; whole call {ratio_label(self.whole_call)}" if self.whole_call else "")
         if self.baseline_sweep:
             text += f" vs eager of sweep {self.baseline_sweep}"
+        if self.across_gpus:
+            text += f" vs eager {self.across_gpus}"
         # the candidate's own evidence is shown beside its figure; the baseline's only here
         return text + (f", eager {self.baseline_no_verdict}: no verdict" if self.baseline_no_verdict else "")
 
@@ -249,7 +262,8 @@ class Speedup:
 @dataclass(frozen=True)
 class PerfRow(CellKey):
     """One stored result with its figure of merit (tokens/s for LLMs, TFLOPS for synthetic models), its 95 % interval,
-    and the speedup over eager for the same model, batch, precision, settings, env and GPU."""
+    and the speedup over eager for the same model, batch, precision, settings, env and GPU tag (on the same physical
+    GPU where eager ran there)."""
 
     kind: Kind
     status: str
@@ -395,6 +409,26 @@ def spec_fraction(result: Result) -> Optional[float]:
     return of_peak(metrics.tflops, peak_tflops(gpu_of(result), job.precision, metrics.accumulation))
 
 
+def physical_gpu(result: Result) -> Optional[tuple[Optional[str], str]]:
+    """(host, GPU UUID) of the GPU that measured a result; None where its UUID was not recorded."""
+    gpu = result.provenance.gpu
+    return None if gpu is None or gpu.uuid is None else (result.provenance.hostname, gpu.uuid)
+
+
+def _describe_gpu(result: Result) -> str:
+    host, uuid = physical_gpu(result)  # type: ignore[misc]
+    return f"{uuid[:12]}" + (f" on {host}" if host else "")
+
+
+def across_gpus(first: Result, second: Result) -> Optional[str]:
+    """'across GPUs: GPU-1a2b3c4d on h1 / GPU-5e6f7a8b on h1' where two results were measured on two physical GPUs
+    (both recorded); None where on one, or where either did not record its GPU."""
+    a, b = physical_gpu(first), physical_gpu(second)
+    if a is None or b is None or a == b:
+        return None
+    return f"across GPUs: {_describe_gpu(first)} / {_describe_gpu(second)}"
+
+
 def _baseline_key(result: Result) -> tuple[str, str, str, str, int, str]:
     """Everything but the workflow and its options: the results a speedup may compare."""
     job = result.job
@@ -402,20 +436,27 @@ def _baseline_key(result: Result) -> tuple[str, str, str, str, int, str]:
 
 
 def _speedup(result: Result, baselines: list[Result]) -> Optional[Speedup]:
-    """Against the eager run of the same sweep where there is one, else the latest eager run (named). A result that
-    failed its check gets none."""
+    """Against an eager run on the same physical GPU (UUID and host) where there is one, then of the same sweep, then
+    the latest; a baseline of another sweep or on another GPU is named. A result that failed its check gets none."""
     latency = result.metrics.latency
     if result.job.workflow == REFERENCE or _value(result) is None or latency is None or not baselines \
             or not_compiled(result) or check_failed(result):
         return None
-    same = [b for b in baselines if b.provenance.sweep_id == result.provenance.sweep_id]
-    baseline = max(same or baselines,
-                   key=lambda b: b.provenance.ended_at.timestamp() if b.provenance.ended_at else 0.0)
-    other = None if same else (baseline.provenance.sweep_id or "unknown")
+
+    def preference(baseline: Result) -> tuple[int, bool, float]:
+        own, theirs = physical_gpu(result), physical_gpu(baseline)
+        gpu = 1 if own is None or theirs is None else 2 if own == theirs else 0  # unknown between same and other
+        ended = baseline.provenance.ended_at
+        return gpu, baseline.provenance.sweep_id == result.provenance.sweep_id, ended.timestamp() if ended else 0.0
+
+    baseline = max(baselines, key=preference)
+    other = None if baseline.provenance.sweep_id == result.provenance.sweep_id \
+        else (baseline.provenance.sweep_id or "unknown")
     ratio, figure = time_ratio(baseline.metrics.latency, latency)  # type: ignore[arg-type]
     whole_call = stats.speedup(baseline.metrics.latency, latency) if figure == "device time" else None  # type: ignore
     return Speedup(ratio, baseline_sweep=other, figure=figure, baseline_no_verdict=no_verdict(baseline),
-                   candidate_no_verdict=no_verdict(result), whole_call=whole_call)
+                   candidate_no_verdict=no_verdict(result), whole_call=whole_call,
+                   across_gpus=across_gpus(baseline, result))
 
 
 def calibration_for(result: Result, calibrations: Sequence[Calibration]) -> Optional[Calibration]:
@@ -440,10 +481,13 @@ def measured_fraction(result: Result, calibrations: Sequence[Calibration]) -> Op
     return of_peak(metrics.tflops, calibration.gemm_tflops.get(job.precision))
 
 
-def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = ()) -> list[PerfRow]:
+def perf_rows(results: Iterable[Result], calibrations: Sequence[Calibration] = (),
+              attempts: Iterable[Result] = ()) -> list[PerfRow]:
+    """`attempts`: every stored run of those cells, of which eager's may be the baseline on a result's own GPU where
+    the cell's latest eager result ran on another."""
     results = list(results)
     eager: dict[tuple, list[Result]] = defaultdict(list)
-    for result in results:
+    for result in [*results, *attempts]:
         if result.job.workflow == REFERENCE and _value(result) and result.metrics.latency is not None:
             eager[_baseline_key(result)].append(result)
     rows = []

@@ -67,6 +67,7 @@ class FlatRow:
     cosine: Optional[float]
     rel_l2_error: Optional[float]
     token_agreement: Optional[float]
+    tokens_beyond_noise: Optional[int]
     graph_breaks: Optional[int]
     recompiles: Optional[int]
     torch: Optional[str]
@@ -112,7 +113,8 @@ def flat_row(result: Result) -> FlatRow:
         processes_checked=check.processes_checked if check else None,
         processes_failed=check.processes_failed if check else None,
         cosine=check.cosine if check else None, rel_l2_error=check.rel_l2_error if check else None,
-        token_agreement=check.token_agreement if check else None, graph_breaks=metrics.graph_breaks,
+        token_agreement=check.token_agreement if check else None,
+        tokens_beyond_noise=check.tokens_beyond_noise if check else None, graph_breaks=metrics.graph_breaks,
         recompiles=metrics.recompiles, torch=provenance.packages.get("torch"),
         transformers=provenance.packages.get("transformers"), gpu_name=gpu.name if gpu else None,
         driver=gpu.driver if gpu else None, git_rev=provenance.git_rev, image_digest=provenance.image_digest,

@@ -59,7 +59,7 @@ def build_report(results: list[Result], source: str, selection: Selection,
                  attempts: Optional[list[Result]] = None, calibrations: tuple[Calibration, ...] = ()) -> Report:
     """A report of each cell's result; `attempts` (every stored run of those cells) adds compile cost cold and warm;
     `calibrations`, the ceilings the sweeps measured."""
-    perf = perf_rows(results, calibrations)
+    perf = perf_rows(results, calibrations, attempts or ())
     return Report(
         source=source, selection=selection, generated_at=datetime.now(timezone.utc), results=len(results),
         perf=tuple(perf), tables=tuple(throughput_tables(perf)), costs=tuple(cost_rows(results, attempts)),

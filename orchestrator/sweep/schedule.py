@@ -30,9 +30,9 @@ WARM_COMPILE_SHARE = 0.1
 
 
 def comparison_key(job: JobSpec) -> tuple:
-    """What the cells compared with one another share: all but the workflow and its options."""
-    return (job.model, job.model_path, job.precision, job.batch_size, job.input_len, job.output_len, job.seed,
-            job.device)
+    """What the cells compared with one another share: all but the workflow and its options (the eager run a
+    report pairs a speedup with: JobSpec.baseline_settings)."""
+    return (job.model, job.precision, job.batch_size, job.baseline_settings)
 
 
 @dataclass

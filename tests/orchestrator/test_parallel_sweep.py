@@ -178,3 +178,16 @@ def test_workflows_that_take_over_their_process_never_share_a_worker_with_other_
     assert {"torchax"} in workflows_per_worker
     assert all(workflows == {"torchax"} or "torchax" not in workflows for workflows in workflows_per_worker)
     assert len(store.rows()) == 12
+
+
+def test_a_cell_runs_on_the_gpu_of_the_eager_cell_its_speedup_pairs_with(tmp_path):
+    suite = Suite(name="pairs", description="eager and compiled", entries=[
+        SuiteEntry(models=["matmul-small", "ffn-small"], workflows=["eager", "torch_compile"], batch_sizes=[1, 2, 4],
+                   warmup=0, repeats=1, repetition=Repetition(processes=2, max_processes=2))])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    sweeping.run(options(tmp_path, 4, suite), store, runtime_factory=simulated())
+    by_pair: dict[tuple, set[str]] = {}
+    for row in store.rows():  # every process of both sweeps' cells
+        by_pair.setdefault((row.model, row.batch_size), set()).add(row.gpu_uuid)
+    assert len(by_pair) == 6 and all(len(uuids) == 1 for uuids in by_pair.values())
+    assert len(set.union(*by_pair.values())) == 4  # the pairs spread over every GPU

@@ -101,6 +101,39 @@ def test_cold_processes_that_run_the_warm_program_join_its_figure():
     assert stats.combine_cell([ProcessTiming(samples_ms=[1.0])], "cuda_events", 0.02).series is None
 
 
+def test_the_program_test_reads_device_time_where_every_process_has_it():
+    """A sub-millisecond cell: the cold process's whole call is slower (the host's launch cost moves it), its GPU time
+    is the warm ones'."""
+    def process(cache: str, whole_ms: float, device_ms: float) -> ProcessTiming:
+        return ProcessTiming(samples_ms=[whole_ms * f for f in (0.99, 1.0, 1.01)], compile_cache=cache,
+                             device_samples_ms=[device_ms * f for f in (0.999, 1.0, 1.001)],
+                             device_method="cuda_graph_replay_queued")
+
+    warm = [process("warm", 0.20, 0.100), process("warm", 0.21, 0.101), process("warm", 0.19, 0.099)]
+    cold = process("cold", 0.40, 0.1005)
+    assert stats.combine_cell([cold, *warm], "cuda_events", 0.02).series == "pooled"
+    # the same whole calls without a device time: two programs
+    whole_only = [p.model_copy(update={"device_samples_ms": [], "device_method": None}) for p in (cold, *warm)]
+    assert stats.combine_cell(whole_only, "cuda_events", 0.02).series == "warm"
+    # and a cold process whose GPU time differs is set apart on it
+    assert stats.combine_cell([process("cold", 0.20, 0.15), *warm], "cuda_events", 0.02).series == "warm"
+
+
+def test_a_verdict_counts_the_processes_of_one_program_not_a_cold_one_pooled_in():
+    from mlcbench.orchestrator.reports.data import no_verdict, processes_of
+
+    rng = np.random.default_rng(1)
+    job = JobSpec(model="ffn-small", workflow="torch_compile", precision="fp32", batch_size=1)
+    pooled = stats.combine_cell(
+        [ProcessTiming(samples_ms=list(level * np.exp(rng.normal(0, 0.01, 5))), compile_cache=cache)
+         for level, cache in ((1.01, "cold"), (1.0, "warm"), (1.05, "warm"))], "cuda_events", 0.02)
+    result = Result(job_id=job.job_id, job=job, status="ok",
+                    correctness=Correctness(method="outputs", tolerance=0.01, passed=True, rel_l2_error=0.001),
+                    metrics=Metrics(latency=pooled, tflops=1.0))
+    assert pooled.series == "pooled" and processes_of(result) == 3
+    assert no_verdict(result) == "n=2"  # two warm processes asked for: no verdict, however the cold one pooled
+
+
 def test_same_program_rejects_about_one_in_twenty_of_one_distribution():
     rng = np.random.default_rng(5)
     trials = 2000

@@ -92,7 +92,8 @@ def test_markdown_tables_hold_tokens_per_s_and_speedup(store_path, tmp_path):
                         r"420\.0 \[.*?\] \(3\.50× \[.*?\]\), 20\.0 % spec bound \|", static)
     assert any(line.startswith("| eager | 30.0 [") and line.endswith(" | oom |") for line in lines)  # said, not blank
     # compile cost, what did not run and why, and where the numbers come from
-    assert any(line.startswith("| tinyllama-1.1b | torch_compile_static | rtx4090 | local |") for line in lines)
+    assert any(line.startswith("| tinyllama-1.1b | torch_compile_static | defaults | bf16 | 4 | rtx4090 | local |")
+               for line in lines)
     assert "| eager | local on rtx4090 | oom: CUDA out of memory | llama2-7b |" in lines
     assert "| torch_compile | local on rtx4090 | failed: RuntimeError: inductor lowering | llama2-7b |" in lines
     provenance = [line for line in lines if line.startswith("| rtx4090 | local |")]

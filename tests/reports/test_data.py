@@ -10,7 +10,7 @@ from mlcbench.orchestrator.reports.sections.p3 import p3_rows
 from mlcbench.orchestrator.reports.sections.provenance import provenance_rows
 from mlcbench.orchestrator.reports.sections.support import support_matrices
 from mlcbench.orchestrator.reports.sections.throughput import throughput_tables
-from mlcbench.schema import Applied
+from mlcbench.schema import Applied, WorkflowOptions
 from tests.reports.conftest import FAILED_CHECK, FFN_TFLOPS, TINYLLAMA_TOKENS, make_result
 
 
@@ -102,12 +102,29 @@ def test_report_compares_every_other_gpu_and_env_with_the_first(results):
     assert comparisons_in(one_gpu_one_env) == []
 
 
-def test_cost_rows_summarise_compile_time_and_peak_memory(results):
-    [row] = [c for c in cost_rows(results) if (c.model, c.workflow, c.gpu, c.env)
-             == ("ffn-tinyllama", "torch_compile", "h100", "local")]
-    assert row.batches_ok == (1, 64)
-    assert row.compile_s_median == 20.0
-    assert (row.peak_mem_bytes, row.peak_mem_batch) == (128_000_000_000, 64)
+def test_cost_rows_summarise_compile_time_and_peak_memory_per_cell(results):
+    rows = [c for c in cost_rows(results) if (c.model, c.workflow, c.gpu, c.env)
+            == ("ffn-tinyllama", "torch_compile", "h100", "local")]
+    assert [(row.batch, row.compile_s_median, row.peak_mem_bytes) for row in rows] == [
+        (1, 20.0, 2_000_000_000), (64, 20.0, 128_000_000_000)]
+
+
+def test_two_option_variants_of_a_workflow_are_two_cost_rows_and_two_p3_rows():
+    """Two programs: one compiling in about 2 s, the other in about 45 s; a median over both would be neither's."""
+    def variant(options, compile_s, seed):
+        result = make_result("tinyllama-1.1b", "torch_compile_decode", 1, "h100", "local", tokens_per_s=100.0,
+                             compile_s=compile_s, passed=True, seed=seed)
+        return result.model_copy(update={"job": result.job.model_copy(update={"options": options})})
+
+    plain = [variant(WorkflowOptions(), seconds, seed) for seed, seconds in enumerate((1.2, 2.1))]
+    gemv = [variant(WorkflowOptions(triton_gemv=True), seconds, seed) for seed, seconds in enumerate((44.0, 45.0))]
+    rows = cost_rows([*plain, *gemv])
+    # one row per cell (two seeds each: two cells per variant), each variant's own compile
+    assert sorted((row.options, row.compile_s_median) for row in rows) == [
+        ("", 1.2), ("", 2.1), ("triton_gemv=True", 44.0), ("triton_gemv=True", 45.0)]
+    scores = {row.options: row for row in p3_rows(perf_rows([*plain, *gemv]))}
+    assert scores[""].median_compile_s == 1.65 and scores[""].productivity == 5
+    assert scores["triton_gemv=True"].median_compile_s == 44.5 and scores["triton_gemv=True"].productivity == 4
 
 
 def test_provenance_rows_per_env_and_gpu(results):

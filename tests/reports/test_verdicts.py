@@ -236,11 +236,12 @@ def test_cells_name_their_series_and_compile_cost_is_cold_and_warm_each_with_its
     warm = cell("tinyllama-1.1b", "torch_compile_decode", [20.0, 20.1, 19.9, 20.0], compiles=compiles)
     cold_only = cell("tinyllama-1.1b", "torch_compile_decode", [25.0, 25.1, 24.9], batch=4, series="cold",
                      compiles=[(90.0, "cold")] * 3)
-    [cost] = cost_rows([warm, cold_only])
-    # the median of the two cells' cold medians (100 s in one process, 90 s in three), over 4 processes
-    assert (cost.compile_cold_s, cost.compile_cold_n, cost.compile_warm_s, cost.compile_warm_n) == (95.0, 4, 12.0, 3)
+    b1, b4 = cost_rows([warm, cold_only])
+    # each cell's own compiles (one program each), never a median over both batches
+    assert (b1.batch, b1.compile_cold_s, b1.compile_cold_n, b1.compile_warm_s, b1.compile_warm_n) == (1, 100.0, 1, 12.0, 3)
+    assert (b4.batch, b4.compile_cold_s, b4.compile_cold_n, b4.compile_warm_s, b4.compile_warm_n) == (4, 90.0, 3, None, 0)
     text = markdown(build_report([warm, cold_only], "test", Selection()))
-    assert "95.0 (n=4) / 12.0 (n=3)" in text
+    assert "100.0 (n=1) / 12.0 (n=3)" in text
     [line] = [line for line in text.splitlines() if line.startswith("| torch_compile_decode |") and "[" in line]
     assert re.search(r"\| [\d.,]+ \[[\d.,–]+\] warm.*\| [\d.,]+ \[[\d.,–]+\] cold", line)
 
@@ -301,11 +302,13 @@ def test_html_figures_draw_each_points_interval(tmp_path: Path, monkeypatch):
 def test_a_failed_check_says_how_it_was_checked_and_where_it_failed_in_every_report(tmp_path: Path):
     wrong = cell("tinyllama-1.1b", "torch_compile_decode", [20.0, 20.1, 19.9, 20.2, 19.8], passed=False)
     check = wrong.correctness.model_copy(update={"method": "teacher_forced", "steps_checked": 32, "worst_step": 3,
-                                                 "processes_checked": 5, "processes_failed": 1})
+                                                 "worst_row": 7, "tokens_beyond_noise": 2, "worst_token_margin": 4.2,
+                                                 "calls_checked": 2, "processes_checked": 5, "processes_failed": 1})
     wrong = wrong.model_copy(update={"correctness": check})
     results = [cell("tinyllama-1.1b", "eager", [40.0, 40.2, 39.8]), wrong]
     report = build_report(results, "test", Selection())
-    where = "teacher_forced, worst at step 3 of 32 checked, 1 of 5 processes failed"
+    where = ("teacher_forced, row 7, worst at step 3 of 32 checked, 2 token(s) beyond noise (margin up to 4.2x the "
+             "noise), 2 calls a process, 1 of 5 processes failed")
     for text in (_terminal(report), markdown(report), write_html(report, tmp_path / "html").read_text()):
         assert where in " ".join(text.split())
     assert "### P3 summary" in markdown(report)

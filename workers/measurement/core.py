@@ -1,7 +1,7 @@
 """The steps every model kind's measurement shares: the workflow's compiler imported (compiler_import_s) and the
 hashes of the installs its caches are keyed by started on a thread (install_keys_s), the model built (load_s), eager's
 reference, the workflow's preparation and first call inside its `compiling` block (together the compile cost, with
-what dynamo compiled there), the check of that first call against eager, the timed calls, and the memory peaks
+what dynamo compiled there), the check of that first call against eager, the timed calls, the check of one call after them, and the memory peaks
 through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
 differs: how its model is built and called, what its check compares, and the figures of its kind. Both kinds record
 the same compile facts."""
@@ -19,6 +19,7 @@ from mlcbench.schema import REFERENCE, WORKFLOWS, Applied, Correctness, Metrics,
 from mlcbench.schema.results import Setting
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with_fields
 from mlcbench.workers.measurement.clocks import clocks_during_calls
+from mlcbench.workers.measurement.correctness import worst_of
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.references import ReferenceCache, ReferenceState
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
@@ -73,6 +74,11 @@ class ModelKind(ABC, Generic[Runs]):
     def check(self, output: object) -> Optional[Correctness]:
         """The first call's output against eager's reference (None without one); raises where the output is not
         what the job asked for."""
+
+    def check_again(self, prepared: Prepared[Runs]) -> Optional[Correctness]:
+        """A call after the timed ones, on the caches, graphs and buffers they reused, checked as the first call is
+        (None: this kind checks its first call only)."""
+        return None
 
     @abstractmethod
     def call(self, prepared: Prepared[Runs]) -> Callable[[], object]:
@@ -139,6 +145,10 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
                              clocks_during_calls(cuda))
         figures = kind.after_timed_calls(prepared, latency, notes)
         late_compiles = compiled_graphs() - graphs_before
+        # a bug that shows only once a call reuses what an earlier one left (a cache, a graph's buffers) fails here
+        again = kind.check_again(prepared)
+        if correctness is not None and again is not None:
+            correctness = worst_of(correctness, again)
     notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
     if install_keys is not None:
         # the compile computed what the thread could not: the job stands, the note says why

@@ -12,7 +12,7 @@ from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
 from mlcbench.workers.measurement.correctness import compare_greedy_tokens, compare_teacher_forced
 from mlcbench.workers.measurement.references import ReferenceState
-from mlcbench.workers.measurement.timing import time_calls
+from mlcbench.workers.measurement.timing import time_calls, timed_once
 from mlcbench.workers.models import llm
 from mlcbench.workers.interface import Generation, LLMRunner, Prepared, Workflow, WorkflowContext
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
@@ -69,6 +69,12 @@ class LLM(ModelKind[LLMRunner]):
         if self.no_forcing:
             return compare_greedy_tokens(output.tokens, reference.tokens, self.no_forcing)
         return compare_teacher_forced(output, reference, self.ctx.dtype, self.gold_logits)
+
+    def check_again(self, prepared: Prepared[LLMRunner]) -> Optional[Correctness]:
+        if self.reference_generation is None:
+            return None
+        output, _ = timed_once(self.first_call(prepared), self.cuda, prepared.sync)
+        return self.check(output)
 
     def call(self, prepared: Prepared[LLMRunner]) -> Callable[[], Generation]:
         runner, prompt, output_len = prepared.runner, self.prompt, self.ctx.job.output_len

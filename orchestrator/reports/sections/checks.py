@@ -23,17 +23,25 @@ class CheckRow(CellKey):
 
     @property
     def where(self) -> str:
-        """How it was checked and where it failed: 'teacher_forced, worst at step 3 of 32 checked, 1 of 5 processes
-        failed' (what the result recorded)."""
+        """How it was checked and where it failed: 'teacher_forced, row 3, worst at step 3 of 32 checked, 2 tokens
+        beyond noise (margin up to 4.2x the noise), 2 calls a process, 1 of 5 processes failed' (what the result
+        recorded)."""
         check = self.check
         if check is None:
             return "—"
         parts = [check.method or "method not recorded"]
+        if check.worst_row is not None:
+            parts.append(f"row {check.worst_row}")
         if check.worst_step is not None:
             parts.append(f"worst at step {check.worst_step}"
                          + (f" of {check.steps_checked} checked" if check.steps_checked is not None else ""))
         elif check.steps_checked is not None:
             parts.append(f"{check.steps_checked} steps checked")
+        if check.tokens_beyond_noise:
+            parts.append(f"{check.tokens_beyond_noise} token(s) beyond noise (margin up to "
+                         f"{check.worst_token_margin:.1f}x the noise)")
+        if check.calls_checked is not None:
+            parts.append(f"{check.calls_checked} calls a process")
         if check.processes_checked is not None:
             parts.append(f"{check.processes_failed or 0} of {check.processes_checked} processes failed")
         return ", ".join(parts) + (f" ({check.note})" if check.note else "")

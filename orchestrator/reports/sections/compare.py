@@ -7,8 +7,8 @@ from typing import Iterable, Literal, Optional
 
 from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import (RULES, VERDICT_PROCESSES, FigureName, PerfRow, ratio_label,
-                                                time_ratio, workflow_order)
+from mlcbench.orchestrator.reports.data import (RULES, VERDICT_PROCESSES, FigureName, PerfRow, across_gpus,
+                                                ratio_label, time_ratio, workflow_order)
 from mlcbench.orchestrator.reports.table import Cell, Column, Table, text_cells
 
 Axis = Literal["gpu", "env", "store"]
@@ -35,6 +35,8 @@ class CompareRow:
     # why a side cannot carry a verdict ("n=1", "check failed", ...), for each side that ran
     first_no_verdict: Optional[str] = None
     second_no_verdict: Optional[str] = None
+    # the two sides measured on two physical GPUs where the comparison is not of GPUs (two envs, two stores)
+    across_gpus: Optional[str] = None
 
     @property
     def ratio(self) -> Optional[float]:
@@ -62,6 +64,8 @@ class CompareRow:
             return text
         if self.figure == "device time":
             text += " on device time"
+        if self.across_gpus:
+            text += f", {self.across_gpus}"
         evidence = [why for why in (self.first_no_verdict, self.second_no_verdict) if why]
         return text + (f" ({', '.join(dict.fromkeys(evidence))}, no verdict)" if evidence else "")
 
@@ -184,7 +188,8 @@ def _comparison(axis: Axis, first: str, second: str, sides: Sides) -> Comparison
                                    a.status if a else None, b.status if b else None, change,
                                    tuple(flag for row in (a, b) if row for flag in row.flags()), figure,
                                    a.no_verdict if a and a.value is not None else None,
-                                   b.no_verdict if b and b.value is not None else None))
+                                   b.no_verdict if b and b.value is not None else None,
+                                   across_gpus(a.result, b.result) if a and b and axis != "gpu" else None))
     compared.sort(key=lambda r: (r.model, r.fixed, workflow_order(r.workflow), r.precision, r.batch))
     return Comparison(axis, first, second, tuple(compared),
                       (SideHosts(first, frozenset(hosts[first])), SideHosts(second, frozenset(hosts[second]))))

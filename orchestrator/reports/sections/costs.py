@@ -1,4 +1,5 @@
-"""Compile cost and peak memory: per workflow on a model, in one env on one GPU, over the batch sizes that ran ok;
+"""Compile cost and peak memory: per cell that ran ok (a workflow with its options, on a model at one precision and
+batch, in one env on one GPU: one program, never a median over variants or batches that compile different ones);
 compile time with the caches empty (cold) and full (warm), each with the processes behind it."""
 
 from collections import defaultdict
@@ -7,16 +8,16 @@ from statistics import median
 from typing import Iterable, Literal, Optional
 
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import WorkflowKey, workflow_order
+from mlcbench.orchestrator.reports.data import CellKey, workflow_order
 from mlcbench.orchestrator.reports.table import Cell, Column, Section, table_section, text_cells
 from mlcbench.schema import Result
 
 
 @dataclass(frozen=True)
-class CostRow(WorkflowKey):
-    """Compile time and peak memory of one workflow on one model, over the batch sizes that ran."""
+class CostRow(CellKey):
+    """Compile time and peak memory of one cell."""
 
-    batches_ok: tuple[int, ...]
+    options: str  # the workflow's options set away from their defaults, in words ("" for none)
     compile_s_median: Optional[float]
     compile_s_max: Optional[float]
     # cold: compiles that found nothing in the caches; warm: that found every graph there (cost_rows: how they are
@@ -26,16 +27,15 @@ class CostRow(WorkflowKey):
     load_s_median: Optional[float]
     compiler_import_s_median: Optional[float]  # over its processes: once each, outside compile_s
     peak_mem_bytes: Optional[int]
-    peak_mem_batch: Optional[int]
     compile_cold_n: int = 0
     compile_warm_n: int = 0
 
 
-def _ok_by_workflow(results: Iterable[Result]) -> dict[WorkflowKey, list[Result]]:
-    groups: dict[WorkflowKey, list[Result]] = defaultdict(list)
+def _ok_by_cell(results: Iterable[Result]) -> dict[CellKey, list[Result]]:
+    groups: dict[CellKey, list[Result]] = defaultdict(list)
     for result in results:
         if result.status == "ok":
-            groups[WorkflowKey.of(result)].append(result)
+            groups[CellKey.of(result)].append(result)
     return groups
 
 
@@ -102,8 +102,8 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
     """Compile time and memory of each cell's result; the cold and warm compile times over every attempt given (a
     cell's first run compiled cold, its reruns warm, before a cell kept both series): the median over those results
     of each one's median, with the processes behind them."""
-    groups = _ok_by_workflow(results)
-    tried = _ok_by_workflow(results if attempts is None else _without_prefixes(attempts))
+    groups = _ok_by_cell(results)
+    tried = _ok_by_cell(results if attempts is None else _without_prefixes(attempts))
     rows = []
     for key, members in groups.items():
         compile_times = [r.metrics.compile_s for r in members if r.metrics.compile_s is not None]
@@ -111,37 +111,40 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
         by_cache = {state: [cost[state] for cost in costs if state in cost] for state in ("cold", "warm")}
         load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
         import_times = [seconds for r in members for seconds in _compiler_imports(r)]
-        with_memory = [r for r in members if r.metrics.peak_mem_bytes is not None]
-        biggest = max(with_memory, key=lambda r: r.metrics.peak_mem_bytes or 0) if with_memory else None
+        peaks = [r.metrics.peak_mem_bytes for r in members if r.metrics.peak_mem_bytes is not None]
         rows.append(CostRow(
-            key.gpu, key.env, key.model, key.workflow, tuple(sorted(r.job.batch_size for r in members)),
-            median(compile_times) if compile_times else None, max(compile_times) if compile_times else None,
-            *(median(s for s, _ in by_cache[state]) if by_cache[state] else None for state in ("cold", "warm")),
-            median(load_times) if load_times else None, median(import_times) if import_times else None,
-            biggest.metrics.peak_mem_bytes if biggest else None, biggest.job.batch_size if biggest else None,
-            *(sum(n for _, n in by_cache[state]) for state in ("cold", "warm"))))
-    return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow)))
+            **vars(key), options=members[0].job.options.non_default(),
+            compile_s_median=median(compile_times) if compile_times else None,
+            compile_s_max=max(compile_times) if compile_times else None,
+            compile_cold_s=median(s for s, _ in by_cache["cold"]) if by_cache["cold"] else None,
+            compile_warm_s=median(s for s, _ in by_cache["warm"]) if by_cache["warm"] else None,
+            load_s_median=median(load_times) if load_times else None,
+            compiler_import_s_median=median(import_times) if import_times else None,
+            peak_mem_bytes=max(peaks) if peaks else None,
+            compile_cold_n=sum(n for _, n in by_cache["cold"]), compile_warm_n=sum(n for _, n in by_cache["warm"])))
+    return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow), r.options, r.precision,
+                                       r.batch, r.settings))
 
 
-COLUMNS = (Column("model"), Column("workflow"), Column("gpu"), Column("env"), Column("batches ok", numeric=True),
-           Column("compile s (median)", numeric=True), Column("compile s (max)", numeric=True),
-           Column("cold / warm s (processes)", numeric=True), Column("load s (median)", numeric=True),
-           Column("compiler import s", numeric=True), Column("peak memory", numeric=True),
-           Column("at batch", numeric=True))
+COLUMNS = (Column("model"), Column("workflow"), Column("options"), Column("precision"), Column("batch", numeric=True),
+           Column("gpu"), Column("env"), Column("compile s (median)", numeric=True),
+           Column("compile s (max)", numeric=True), Column("cold / warm s (processes)", numeric=True),
+           Column("load s (median)", numeric=True), Column("compiler import s", numeric=True),
+           Column("peak memory", numeric=True))
 
 
 def _cells(row: CostRow) -> tuple[Cell, ...]:
-    return text_cells(row.model, row.workflow, row.gpu, row.env, ", ".join(str(b) for b in row.batches_ok),
-                      fmt.number(row.compile_s_median), fmt.number(row.compile_s_max),
+    return text_cells(row.model, row.workflow, row.options or "defaults", row.precision, str(row.batch), row.gpu,
+                      row.env, fmt.number(row.compile_s_median), fmt.number(row.compile_s_max),
                       fmt.cold_warm(row.compile_cold_s, row.compile_cold_n, row.compile_warm_s, row.compile_warm_n),
                       fmt.number(row.load_s_median), fmt.number(row.compiler_import_s_median),
-                      fmt.gigabytes(row.peak_mem_bytes),
-                      "—" if row.peak_mem_batch is None else f"b{row.peak_mem_batch}")
+                      fmt.gigabytes(row.peak_mem_bytes))
 
 
 def costs_section(rows: Iterable[CostRow]) -> Optional[Section]:
     return table_section(
-        "Compile time and peak memory", "over the runs that ended ok: the first call, compile included; cold / warm: "
+        "Compile time and peak memory", "one row per cell that ended ok (one program: its options, precision and "
+        "batch); compile: the first call, compile included; cold / warm: "
         "the compile caches empty / full, the median over that many processes; compiler import: the workflow's "
         "compiler imported before the model is built, once a process, caches or not (not in the compile times)",
         COLUMNS, tuple(_cells(row) for row in rows))

@@ -23,6 +23,8 @@ RUBRIC: tuple[tuple[str, str], ...] = (
     ("Performance", "median speedup over eager across every (model, batch, precision, env, GPU) where both ran "
                     f"with ≥ {VERDICT_PROCESSES} worker processes and the workflow passed its correctness check: "
                     "≥3× → 5, ≥2× → 4, ≥1.2× → 3, ≥0.9× → 2, else 1 (eager itself is 1.0× → 2). "
+                    "Each pairs with eager on the same physical GPU (UUID and host) where eager ran there; the pairs "
+                    "that had to cross GPUs are counted beside. "
                     "A speedup whose 95 % interval holds 1.0 counts as 1.0; one from fewer processes, a failed "
                     "check or a run that compiled nothing counts not at all (their number is shown beside). Cells "
                     f"under {DEVICE_TIME_BELOW_MS:g} ms compare device times where both sides have them. Blank when "
@@ -49,11 +51,16 @@ RUBRIC: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class P3Row:
+    """One workflow with one set of options (each variant compiles its own program: scored apart)."""
+
     workflow: str
+    options: str  # set away from their defaults, in words ("" for none)
     median_speedup: Optional[float]
     speedup_pairs: int
     # speedups measured but not counted: fewer processes than a verdict needs on a side, or not checked
     speedups_without_verdict: int
+    # of those counted, pairs whose eager ran on another physical GPU (none ran on the workflow's own)
+    speedups_across_gpus: int
     performance: Optional[int]
     median_compile_s: Optional[float]
     custom_decode_loop: bool
@@ -95,17 +102,18 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
     rows_in_envs_that_ran = [row for row in rows if (row.env, row.gpu) in envs_that_ran]
     gpus_in_report = tuple(sorted({row.gpu for row in rows}))
     gpus_that_ran = {gpu for _, gpu in envs_that_ran}
-    by_workflow: dict[str, list[PerfRow]] = defaultdict(list)
+    by_variant: dict[tuple[str, str], list[PerfRow]] = defaultdict(list)
     for row in rows_in_envs_that_ran:
-        by_workflow[row.workflow].append(row)
+        by_variant[(row.workflow, row.result.job.options.non_default())].append(row)
     scored = []
-    for workflow in sorted(by_workflow, key=workflow_order):
-        members = by_workflow[workflow]
+    for workflow, options in sorted(by_variant, key=lambda variant: (workflow_order(variant[0]), variant[1])):
+        members = by_variant[(workflow, options)]
         worked = [row for row in members if _worked(row)]
         # eager is its own reference: 1.0, where it can carry a verdict itself
-        speedups = [row.speedup.claimed if row.speedup else 1.0 for row in worked
-                    if (row.speedup is not None and row.speedup.verdict)
-                    or (row.workflow == REFERENCE and row.no_verdict is None)]
+        judged = [row for row in worked if (row.speedup is not None and row.speedup.verdict)
+                  or (row.workflow == REFERENCE and row.no_verdict is None)]
+        speedups = [row.speedup.claimed if row.speedup else 1.0 for row in judged]
+        across = sum(1 for row in judged if row.speedup is not None and row.speedup.across_gpus)
         unjudged = sum(1 for row in worked if row.speedup is not None and not row.speedup.verdict)
         compile_times = [row.result.metrics.compile_s for row in worked if row.result.metrics.compile_s is not None]
         custom_loop = any(row.result.metrics.applied.decode_loop not in (None, STOCK_DECODE_LOOP) for row in worked)
@@ -122,8 +130,8 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         gpus_ran = tuple(sorted({row.gpu for row in worked}))
         checks = [row.correct for row in members if row.correct is not None]
         scored.append(P3Row(
-            workflow=workflow, median_speedup=median_speedup, speedup_pairs=len(speedups),
-            speedups_without_verdict=unjudged,
+            workflow=workflow, options=options, median_speedup=median_speedup, speedup_pairs=len(speedups),
+            speedups_without_verdict=unjudged, speedups_across_gpus=across,
             performance=_step_score(median_speedup, SPEEDUP_STEPS, True) if median_speedup is not None else None,
             median_compile_s=median_compile, custom_decode_loop=custom_loop, productivity=productivity,
             cells_ran=len(cells_ran), cells_tried=len(cells_tried),
@@ -139,12 +147,13 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
 def _speedups(row: P3Row) -> str:
     """'1.45×, n=6 judged, 2 without a verdict': the median speedup and the cells behind it."""
     text = f"{fmt.ratio(row.median_speedup)}, n={row.speedup_pairs} judged"
+    text += f" ({row.speedups_across_gpus} against eager on another GPU)" if row.speedups_across_gpus else ""
     return text + (f", {row.speedups_without_verdict} without a verdict" if row.speedups_without_verdict else "")
 
 
 def _cells(row: P3Row) -> tuple[Cell, ...]:
     return (*text_cells(
-        row.workflow, f"{row.performance or '—'} ({_speedups(row)})",
+        row.workflow + (f" ({row.options})" if row.options else ""), f"{row.performance or '—'} ({_speedups(row)})",
         f"{row.productivity or '—'} ({fmt.number(row.median_compile_s)} s"
         + (", own decode loop" if row.custom_decode_loop else "") + ")",
         f"{row.portability} ({row.cells_ran}/{row.cells_tried} cells)",

@@ -7,8 +7,8 @@ from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import (DEVICE_TIME_BELOW_MS, RULES, VERDICT_PROCESSES, WIDE_INTERVAL, Kind,
-                                                PerfRow, device_timing, provenance_line, settings_label, time_ratio,
-                                                workflow_order)
+                                                PerfRow, across_gpus, device_timing, provenance_line, settings_label,
+                                                time_ratio, workflow_order)
 from mlcbench.orchestrator.reports.table import Cell, Column, Paragraph, Section, Table
 
 
@@ -47,6 +47,9 @@ def fastest(batch: int, rows: Iterable[PerfRow]) -> Fastest:
     runner_up = ranked[1]
     ratio, figure = time_ratio(runner_up.result.metrics.latency, top.result.metrics.latency)  # type: ignore[arg-type]
     on = " on device time" if figure == "device time" else ""
+    across = across_gpus(top.result, runner_up.result)
+    if across:
+        on += f", {across}"
     if ratio.significant:
         return Fastest(batch, top.workflow, f"b{batch}: fastest {top.workflow}, {ratio.value:.2f}× "
                                             f"[{ratio.low:.2f}–{ratio.high:.2f}]{on} over {runner_up.workflow}{tail}")
