@@ -186,8 +186,7 @@ def sweep(
             report = sweeping.run(options, store, listener, stop=stop)
     except KeyboardInterrupt:
         report = sweeping.SweepReport(interrupted=True)
-    failed = any(result.status not in FINAL_STATUSES for result in report.stored)
-    workdirs.tidy(workdir, options.sweep_id, failed)
+    workdirs.tidy(workdir, options.sweep_id, report.went_wrong)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
     console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
@@ -196,7 +195,7 @@ def sweep(
         print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
               file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED)
-    if failed:
+    if report.went_wrong:
         raise typer.Exit(ExitCode.JOBS_FAILED)
 
 
@@ -264,17 +263,20 @@ def usable_folder(path: Path, option: str) -> None:
 
 
 def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:
-    """'N ok · M unsupported · K failed/crashed/oom/timeout', what was skipped, where it is, how to see failures."""
+    """'N ok · M unsupported · K failed/crashed/oom/timeout · C failed check(s) · L lost process(es)', what was
+    skipped, where it is, how to see what went wrong."""
     counts = Counter(result.status for result in report.stored)
-    failed = sum(counts[status] for status in FAILURES)
-    line = (f"{counts['ok']} ok · {counts['unsupported']} unsupported · {failed} {'/'.join(FAILURES)}"
+    line = (f"{counts['ok']} ok · {counts['unsupported']} unsupported · {report.failed_jobs} {'/'.join(FAILURES)}"
+            f" · {report.failed_checks} failed check(s) · {report.lost_processes} lost process(es)"
             + (f" · {report.skipped} skipped (already stored for this env and GPU; --rerun to run again)"
                if report.skipped else "")
             + (f" · {report.recovered} process result(s) of a killed sweep read back" if report.recovered else "")
             + f"; store {store.safe_url}")
-    if failed:
-        where = "" if db == DEFAULT_DB else f" --db {shlex.quote(store.safe_url)}"
+    where = "" if db == DEFAULT_DB else f" --db {shlex.quote(store.safe_url)}"
+    if report.failed_jobs:
         line += f"; see why: mlcbench results{where} --status {','.join(FAILURES)}"
+    elif report.went_wrong:
+        line += f"; see why (the reason column): mlcbench results{where}"
     return line
 
 
