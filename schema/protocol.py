@@ -24,8 +24,10 @@ IMAGE_DIGEST_ENV = "MLCBENCH_IMAGE_DIGEST"
 # the pid of the orchestrator that started a local worker: a worker whose parent is another already was orphaned
 ORCHESTRATOR_PID_ENV = "MLCBENCH_ORCHESTRATOR_PID"
 CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written before the first job when asked
-# persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another
-DEFAULT_CACHE_DIR = Path.home() / ".cache" / "mlcbench"
+# persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another:
+# MLCBENCH_CACHE_DIR where set (the tests set it, so that they never touch a user's caches), else ~/.cache/mlcbench
+CACHE_DIR_VARIABLE = "MLCBENCH_CACHE_DIR"
+DEFAULT_CACHE_DIR = Path(os.environ.get(CACHE_DIR_VARIABLE) or Path.home() / ".cache" / "mlcbench")
 # JSON's own whitespace: a line of only these is blank
 _JSON_WHITESPACE = " \t\r"
 

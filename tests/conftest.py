@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,25 @@ from sqlalchemy import create_engine, text
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_URL = os.environ.get("MLCBENCH_TEST_POSTGRES_URL")
 NO_POSTGRES = "MLCBENCH_TEST_POSTGRES_URL is unset; run `eval \"$(bash .ci/postgres-setup.sh | tail -1)\"` first"
+# what the test session points mlcbench's (and torch's) default cache and store folders at, instead of the user's
+# ~/.cache/mlcbench (which every checkout on a machine shares) and ./results/mlcbench.db
+SESSION_FOLDERS = {"MLCBENCH_CACHE_DIR": "cache", "MLCBENCH_DB": "results/mlcbench.db",
+                   "TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Set before any test module imports mlcbench (whose defaults read them) and inherited by every subprocess."""
+    session = Path(tempfile.mkdtemp(prefix="mlcbench-tests-"))
+    config.stash[_SESSION_ROOT] = session
+    for variable, folder in SESSION_FOLDERS.items():
+        os.environ[variable] = f"sqlite:///{session / folder}" if variable == "MLCBENCH_DB" else str(session / folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(config.stash[_SESSION_ROOT], ignore_errors=True)
+
+
+_SESSION_ROOT = pytest.StashKey[Path]()
 
 
 @pytest.fixture

@@ -35,7 +35,9 @@ from mlcbench.orchestrator.planner import measured_in_full
 from mlcbench.orchestrator.store.redaction import mask, mask_url, remember, url_secrets
 from mlcbench.schema import FINAL_STATUSES, Calibration, JobSpec, Result
 
-DEFAULT_DB = "sqlite:///results/mlcbench.db"
+# the store where --db is not given: MLCBENCH_DB where set (the tests set it), else results/mlcbench.db here
+DB_VARIABLE = "MLCBENCH_DB"
+DEFAULT_DB = os.environ.get(DB_VARIABLE) or "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # any constant: PostgreSQL advisory lock that serializes the migrations of orchestrators starting at once
 MIGRATION_LOCK_KEY = 0x6D6C6362
