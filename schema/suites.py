@@ -4,7 +4,7 @@ from pydantic import Field, model_validator
 
 from mlcbench.schema.base import StrictModel
 from mlcbench.schema.catalog import MODELS, ModelInfo
-from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowOptions
+from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName, WorkflowOptions
 
 # strict: a suite file's 1e3 or true is refused, not run as batch 1000 or 1
 BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
@@ -48,7 +48,7 @@ class SuiteEntry(StrictModel):
     """A grid: every model x workflow x batch size, at each model's default precision unless given."""
 
     models: list[str] = Field(min_length=1)
-    workflows: list[str] = Field(min_length=1)
+    workflows: list[WorkflowName] = Field(min_length=1)
     batch_sizes: list[BatchSize] = Field(min_length=1)
     precision: Optional[Precision] = None
     input_len: int = Field(default=32, ge=1, le=8192)

@@ -38,12 +38,12 @@ _SESSION_ROOT = pytest.StashKey[Path]()
 
 @pytest.fixture
 def mlcbench(tmp_path):
-    """Run the CLI as a user would, in a scratch folder (so results/ lands there)."""
+    """Run the CLI as a user would, in a scratch folder (so results/, the default store's folder, lands there)."""
 
     def run(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "mlcbench.orchestrator", *args], cwd=tmp_path, capture_output=True,
                               text=True, timeout=timeout,
-                              env={**os.environ, **(env or {})})
+                              env={**os.environ, "MLCBENCH_DB": "sqlite:///results/mlcbench.db", **(env or {})})
 
     return run
 

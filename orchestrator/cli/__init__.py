@@ -27,7 +27,8 @@ from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.store.database import MACHINE_ERRNOS
 from mlcbench.orchestrator.store.redaction import mask, mask_url
-from mlcbench.orchestrator.suites import builtin_names, builtin_text, default_suite, get_suite, grid_suite
+from mlcbench.orchestrator.suites import (builtin_names, default_suite, get_suite, grid_suite, suite_file,
+                                           suite_text)
 from mlcbench.orchestrator.reports.tables import history_table, results_table
 from mlcbench.schema import FINAL_STATUSES, MODELS, JobSpec, Status
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
@@ -327,10 +328,14 @@ def results(
 @app.command()
 @exits_cleanly
 def suites(show: Annotated[Optional[str], typer.Option(
-        help="print this built-in suite's TOML file, to copy, edit and run with --suite FILE.toml")] = None) -> None:
-    """List the built-in suites, or print one (--show NAME)."""
+        help="print this built-in suite's TOML file, to copy, edit and run with --suite FILE.toml (or a suite "
+             "file's, once it is found valid)")] = None) -> None:
+    """List the built-in suites, or print one (--show NAME or FILE.toml)."""
     if show is not None:
-        print(builtin_text(show), end="")
+        text = suite_text(show, "--show")
+        if suite_file(show) is not None:
+            get_suite(show)  # a suite file's problems, named as --suite names them
+        print(text, end="")
         return
     for name in builtin_names():
         console.print(f"[bold]{name}[/]: {get_suite(name).description}")

@@ -118,6 +118,14 @@ BAD_SUITES = {
                                                    + "output_len = 250\n"),
         "bad.toml: entries[0]: 32 tokens in + 250 out is beyond tiny's 256 positions"),
     "an unknown model": (lambda tmp: _suite(tmp, HEAD + GOOD_ENTRY), "entries[0].models: unknown model 'tiny'"),
+    "a typo in a workflow": (lambda tmp: _suite(tmp, HEAD + '[[entries]]\nmodels = ["ffn-small"]\n'
+                                                      'workflows = ["eager", "torch_compil"]\nbatch_sizes = [1]\n'),
+                             "bad.toml: entries[0].workflows[1]: unknown workflow 'torch_compil'; known: eager"),
+    "every problem, not the first": (
+        lambda tmp: _suite(tmp, 'name = "bad"\n[[entries]]\nmodels = ["ffn-small"]\nworkflows = ["eagr"]\n'
+                                'batch_sizes = [0]\n'),
+        ("bad.toml: description: Field required; ", "entries[0].workflows[0]: unknown workflow 'eagr'",
+         "entries[0].batch_sizes[0]: Input should be greater than or equal to 1")),
 }
 
 
@@ -131,8 +139,21 @@ def test_a_bad_suite_file_is_one_error_line_exit_2_and_nothing_stored(mlcbench, 
     assert not (tmp_path / "results").exists()
 
 
+def test_suites_show_prints_a_suite_file_and_names_its_problems(tmp_path):
+    shown = CliRunner().invoke(app, ["suites", "--show", str(OWN_MODELS)])
+    assert shown.exit_code == 0 and shown.stdout == OWN_MODELS.read_text(), shown.output
+    bad = _suite(tmp_path, 'name = "bad"\n')
+    refused = CliRunner().invoke(app, ["suites", "--show", bad])
+    assert refused.exit_code == 2 and refused.stderr.startswith(f"error: {bad}: description: Field required; entries")
+    missing = CliRunner().invoke(app, ["suites", "--show", str(tmp_path / "none.toml")])
+    assert missing.exit_code == 2 and "none.toml: no such file" in missing.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["--model", "/nonexistent/folder", "--workflow", "eager"], "'/nonexistent/folder' is neither a folder nor"),
+    (["--suite", "tiny", "--workflow", "eagr"], "unknown workflow 'eagr'; known: eager"),
+    (["--model", str(SUITES / "configs" / "llama3-tiny"), "--workflow", "eager,torch_compil"],
+     "workflows[1]: unknown workflow 'torch_compil'"),
     (["--model", "llama-2layer", "--workflow", "eager", "--output-len", "600"], "beyond llama-2layer's 512 positions"),
     (["--model", "llama-2layer", "--input-len", "8"], "a grid from the command line needs --workflow"),
     (["--suite", "smoke", "--output-len", "8"], "--input-len/--output-len make a grid of their own"),
