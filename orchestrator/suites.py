@@ -97,7 +97,8 @@ def every_error(error: ValidationError) -> str:
     """Each problem with where it is (entries[0].workflows[1]: ...), on one line: a user mends them all at once."""
     problems = []
     for problem in error.errors():
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]).lstrip(".")
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" if part.isidentifier() or part == "[key]"
+                        else f"[{part!r}]" for part in problem["loc"]).lstrip(".")
         message = problem["msg"].removeprefix("Value error, ")
         problems.append(f"{where}: {message}" if where else message)
     return "; ".join(problems)

@@ -2,7 +2,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, model_validator
 
-from mlcbench.schema.base import StrictModel
+from mlcbench.schema.base import Name, StrictModel
 from mlcbench.schema.catalog import MODELS, ModelInfo
 from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName, WorkflowOptions
 
@@ -47,7 +47,7 @@ class ModelDefinition(StrictModel):
 class SuiteEntry(StrictModel):
     """A grid: every model x workflow x batch size, at each model's default precision unless given."""
 
-    models: list[str] = Field(min_length=1)
+    models: list[Name] = Field(min_length=1)
     workflows: list[WorkflowName] = Field(min_length=1)
     batch_sizes: list[BatchSize] = Field(min_length=1)
     precision: Optional[Precision] = None
@@ -61,10 +61,10 @@ class SuiteEntry(StrictModel):
 
 
 class Suite(StrictModel):
-    name: str
+    name: Name
     description: str
     # the suite's own models by name, beside the catalog's
-    models: dict[str, ModelDefinition] = {}
+    models: dict[Name, ModelDefinition] = {}
     entries: list[SuiteEntry] = Field(min_length=1)
     # each of `models` as built from its definition (an LLM's config.json read by the orchestrator, which fills this
     # when it loads a suite; a suite file never sets it): what the jobs carry to the workers

@@ -175,7 +175,7 @@ def sweep(
     store = Store(db)
     store.check_writable()
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{escape(hardware(target))}[/], "
-                  f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
+                  f"env(s) {', '.join(options.env_names)}, store {escape(store.safe_url)}")
     if runtime is Runtime.slurm:
         sbatch = SbatchOptions(partition=partition, gres=gres, time=time_limit, cpus_per_task=cpus_per_task,
                               array_parallelism=array_parallelism, extra=_sbatch_args(sbatch_arg))
@@ -190,7 +190,7 @@ def sweep(
     workdirs.tidy(workdir, options.sweep_id, report.went_wrong)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
-    console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
+    console.print(closing_line(report, store, db), soft_wrap=True, highlight=False, markup=False)
     if report.interrupted:
         resume = mask(shlex.join(["mlcbench", *map(_masked_word, sys.argv[1:])]), store.secrets)
         print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",

@@ -13,6 +13,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
+from mlcbench.orchestrator.reports.fmt import printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.redaction import forget, mask_remembered
@@ -151,9 +152,9 @@ class ProgressListener:
         self._shown.add(result.job_id)
         count = f"  [dim]{processes} process{'es' if processes != 1 else ''}[/]" if processes else ""
         style = terminal_style(result.status)
-        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {result.job.label()}{count}"
-                                     + (f"  [dim]{result.reason}[/]" if result.reason and result.status != "ok" else ""),
-                                     highlight=False)
+        reason = f"  [dim]{escape(printable(result.reason))}[/]" if result.reason and result.status != "ok" else ""
+        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {escape(printable(result.job.label()))}{count}"
+                                     + reason, highlight=False)
 
     def stopping(self) -> None:
         """The first Ctrl-C: said at once, the jobs in flight still end and are stored."""

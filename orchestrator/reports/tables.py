@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mlcbench.orchestrator.reports.data import deciding_timing, wide
+from mlcbench.orchestrator.reports.fmt import printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
 
@@ -32,8 +33,8 @@ def _throughput(result: Result) -> str:
             else f"{_num(metrics.tflops, 3)} TF" if metrics.tflops is not None else "")
 
 
-def _where(result: Result) -> str:
-    return f"{result.provenance.gpu_tag or '?'} {result.provenance.env or '?'}"
+def _where(result: Result) -> Text:
+    return Text(printable(f"{result.provenance.gpu_tag or '?'} {result.provenance.env or '?'}"))
 
 
 class ResultsTable:
@@ -57,6 +58,11 @@ def _model(job: JobSpec) -> str:
     return f"{job.model} (weights {job.model_path})" if job.model_path else job.model
 
 
+def _stored(text: str) -> Text:
+    """Stored text in a cell: never read as markup, nothing in it acting on the terminal."""
+    return Text(printable(text))
+
+
 def wide_table(results: list[Result], title: str) -> Table:
     table = Table(title=title, show_lines=False)
     for name, justify in [("gpu", "left"), ("env", "left"), ("model", "left"), ("workflow", "left"),
@@ -69,10 +75,10 @@ def wide_table(results: list[Result], title: str) -> Table:
         correct = "" if result.correctness is None else ("yes" if result.correctness.passed else "[red]NO[/]")
         style = terminal_style(result.status)
         table.add_row(
-            result.provenance.gpu_tag or "", result.provenance.env or "", _model(job), job.workflow_label(), job.precision,
-            str(job.batch_size), f"[{style}]{result.status}[/]",
+            _stored(result.provenance.gpu_tag or ""), _stored(result.provenance.env or ""), _stored(_model(job)),
+            _stored(job.workflow_label()), job.precision, str(job.batch_size), f"[{style}]{result.status}[/]",
             _median(metrics.latency), _throughput(result),
-            _num(metrics.compile_s), correct, (result.reason or "")[:80],
+            _num(metrics.compile_s), correct, _stored((result.reason or "")[:80]),
         )
     return table
 
@@ -90,9 +96,9 @@ def compact_table(results: list[Result], title: str) -> Table:
     table.add_column("compile s", justify="right", no_wrap=True)
     for result in results:
         job, metrics = result.job, result.metrics
-        label = Text(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
+        label = _stored(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
         if result.reason:
-            label.append(f"\n{result.reason}", style="dim")
+            label.append(f"\n{printable(result.reason)}", style="dim")
         status = Text(result.status, style=terminal_style(result.status))
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")
@@ -113,7 +119,7 @@ def history_table(results: Iterable[Result], title: str) -> Table:
         ended = provenance.ended_at or provenance.started_at
         figure = _throughput(result) or (f"{_num(result.metrics.latency.median_ms, 3)} ms" if result.metrics.latency
                                          else "")
-        table.add_row(f"{ended:%Y-%m-%d %H:%M:%S}" if ended else "", provenance.sweep_id or "", _where(result),
-                      f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}",
+        table.add_row(f"{ended:%Y-%m-%d %H:%M:%S}" if ended else "", _stored(provenance.sweep_id or ""),
+                      _where(result), _stored(f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}"),
                       Text(result.status, style=terminal_style(result.status)), figure)
     return table

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.suites import builtin_names, get_suite, grid_suite
 
 REPO = Path(__file__).resolve().parents[2]
@@ -315,3 +316,21 @@ def test_a_checkpoint_with_the_config_of_a_suites_own_model_gives_it_real_weight
         "select result_json from results").fetchall()
     result = json.loads(result_json)
     assert result["status"] == "ok" and result["job"]["model_path"] == str(folder.resolve())
+
+
+def test_a_tied_embedding_model_starts_warm_from_its_cold_process_s_caches(mlcbench, tmp_path):
+    """torch_compile_static of llama3-tiny (tied embeddings): a cold process compiles into the cache folder, and the
+    next ones load from it. They failed to: the guard that embed_tokens.weight is lm_head.weight could not be built
+    from the precompile cache ("'_Missing' object has no attribute '_parameters'")."""
+    shutil.copytree(SUITES / "configs" / "llama3-tiny", tmp_path / "configs" / "llama3-tiny")
+    suite = tmp_path / "tied.toml"
+    suite.write_text('name = "tied"\ndescription = "tied embeddings, warm"\n[models.llama3-tiny]\n'
+                     'config = "configs/llama3-tiny"\nprecision = "fp32"\n[[entries]]\nmodels = ["llama3-tiny"]\n'
+                     'workflows = ["torch_compile_static"]\nbatch_sizes = [1]\ninput_len = 8\noutput_len = 4\n'
+                     'warmup = 0\nrepeats = 1\nrepetition = { processes = 2 }\n')
+    done = mlcbench("sweep", "--suite", str(suite), "--env", "local", "--gpu", "cpu", "--cache-dir",
+                    str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 failed check(s) · 0 lost process(es)" in done.stdout
+    (cell,) = Store(f"sqlite:///{tmp_path / 'results' / 'mlcbench.db'}", create=False).cells()
+    assert [process.compile_cache for process in cell.metrics.latency.processes][:2] == ["cold", "warm"]

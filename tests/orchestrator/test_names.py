@@ -1,0 +1,53 @@
+"""A name a user gives (a suite's, a model's) becomes a cache folder, a value in the store and terminal text: it is
+checked once, where it enters (schema.base.Name), and refused before any job runs. A store written before holds any
+name: reading it shows the name, escaped, and never fails on it."""
+
+import pytest
+from typer.testing import CliRunner
+
+from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.errors import ExitCode
+from mlcbench.schema import MODELS
+from tests.orchestrator.stores import JOB, tagged
+from tests.orchestrator.test_hostile_cli import one_error_line, store_of
+
+runner = CliRunner()
+MARKUP, ESCAPE, TRAVERSAL, LONG = "[/]bold", "red\x1b[31m", "../../outside", "m" * 65
+
+
+def _suite(tmp_path, suite_name: str = "mine", model: str = "mine-ffn") -> str:
+    path = tmp_path / "suite.toml"
+    path.write_text(f'name = "{suite_name}"\ndescription = "names"\n[models."{model}"]\narchitecture = "ffn"\n'
+                    f'hidden_size = 8\nintermediate_size = 16\n[[entries]]\nmodels = ["{model}"]\n'
+                    f'workflows = ["eager"]\nbatch_sizes = [1]\n'.replace("\x1b", "\\u001b"))
+    return str(path)
+
+
+@pytest.mark.parametrize("name, problem", [(MARKUP, "holds '/', '[', ']'"), (ESCAPE, r"holds '\x1b', '['"),
+                                           (TRAVERSAL, "holds '/'"), (LONG, "is 65 characters; a name has at most 64"),
+                                           ("..", "'.' or '..'")])
+@pytest.mark.parametrize("where", ["model", "suite"])
+def test_an_unsafe_name_is_refused_before_any_job_runs(tmp_path, name, problem, where):
+    suite = _suite(tmp_path, model=name) if where == "model" else _suite(tmp_path, suite_name=name)
+    db = tmp_path / "store.db"
+    done = runner.invoke(app, ["sweep", "--suite", suite, "--gpu", "cpu", "--db", f"sqlite:///{db}",
+                               "--workdir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")])
+    one_error_line(done, ExitCode.USAGE, problem)
+    assert "\x1b" not in done.stderr
+    assert not db.exists() and not (tmp_path / "work").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_safe_name_of_a_suites_own_model_is_taken(tmp_path):
+    from mlcbench.orchestrator.suites import get_suite
+
+    assert get_suite(_suite(tmp_path, model="my-ffn_v2.1+x")).entries[0].models == ["my-ffn_v2.1+x"]
+
+
+@pytest.mark.parametrize("command", [["results"], ["results", "--history"], ["report"]])
+def test_a_store_that_already_holds_such_names_is_read_and_shows_them_escaped(tmp_path, command):
+    stored = [tagged(JOB.model_copy(update={"model": name, "model_info": MODELS["matmul-small"]}))
+              for name in (MARKUP, ESCAPE, LONG)]
+    _, url = store_of(tmp_path, stored)
+    done = runner.invoke(app, [*command, "--db", url])
+    assert done.exit_code == 0, done.output
+    assert "\x1b" not in done.stdout and r"red\x1b" in done.stdout and "[/]bold" in done.stdout
