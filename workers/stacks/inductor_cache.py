@@ -141,10 +141,14 @@ def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
 
 
 # the guards a compile kept for warm starts builds: on tensors (parameters and buffers included: shape, strides, dtype,
-# device), on the symbolic shapes' ranges, on which inputs alias, and on the process's global state (grad mode and
-# the like); none on other objects' attributes, identities or values
-GUARDS_KEPT = frozenset({"TENSOR_MATCH", "SHAPE_ENV", "DUPLICATE_INPUT", "NO_TENSOR_ALIASING", "GLOBAL_STATE",
-                         "GRAD_MODE", "DETERMINISTIC_ALGORITHMS", "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
+# device), on the symbolic shapes' ranges, on which inputs do not alias, and on the process's global state (grad mode
+# and the like); none on other objects' attributes, identities or values. Not DUPLICATE_INPUT, the guard that two
+# inputs are one tensor (tied embeddings: embed_tokens.weight is lm_head.weight): its source runs through the modules,
+# which the precompile cache saves only as placeholders once their own guards are dropped, so a warm process failed
+# to build it ("'_Missing' object has no attribute '_parameters'", torch 2.13). Whether weights are tied is the
+# model's config, which the job's cache folder fixes (job_shape).
+GUARDS_KEPT = frozenset({"TENSOR_MATCH", "SHAPE_ENV", "NO_TENSOR_ALIASING", "GLOBAL_STATE", "GRAD_MODE",
+                         "DETERMINISTIC_ALGORITHMS", "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
                          "AUTOGRAD_SAVED_TENSORS_HOOKS"})
 
 
