@@ -23,9 +23,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event, select,
-                        text)
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event, inspect,
+                        select, text)
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
@@ -345,7 +345,10 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
             raise UsageError(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
                              f"writable or choose another --db")
     if read_only:
-        return _read_only_sqlite(path)  # type: ignore[arg-type]
+        opened = _read_only_sqlite(path)  # type: ignore[arg-type]
+        with opened.engine.connect() as connection:
+            _refuse_unless_a_store(connection, url)
+        return opened
     try:
         engine = create_engine(url) if pooled else create_engine(url, poolclass=NullPool)
     except ArgumentError:
@@ -354,11 +357,12 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
     except (ImportError, ValueError) as error:
         raise UsageError(f"cannot use --db {safe_url(url)}: {mask(str(error), url_secrets(url))}") from None
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_pragmas if create else _sqlite_reading_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     try:
-        with engine.connect():
-            pass
+        with engine.connect() as connection:
+            if not create:
+                _refuse_unless_a_store(connection, url)
     except DBAPIError as error:
         message = f"cannot open the result store {safe_url(url)}: {failure(error, url)}"
         if _refused_for_what_was_asked(error, engine.dialect.name):
@@ -366,6 +370,14 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
         raise EnvironmentFailure(f"{message}; start the database server or mend the network, then run the same "
                                  f"command again") from None
     return OpenedStore(engine, read_only=False)
+
+
+def _refuse_unless_a_store(connection: Connection, url: str) -> None:
+    """A UsageError unless the database holds mlcbench's tables: a command that only reads never creates them in an
+    empty database or another program's."""
+    if not set(inspect(connection).get_table_names()) & {"results", "alembic_version"}:
+        raise UsageError(f"{safe_url(url)} is not an mlcbench result store (an empty database, or another program's: "
+                         f"it has no results table); check --db (a sweep creates a store)")
 
 
 def _read_only_sqlite(path: Path) -> OpenedStore:
@@ -431,6 +443,15 @@ def failure(error: DBAPIError, url: str) -> str:
     URL's credentials masked."""
     reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else type(error).__name__
     return mask(reason, url_secrets(url))
+
+
+def _sqlite_reading_pragmas(connection, _record) -> None:
+    """A command that only reads: the file's journal mode stays as it is (a store is WAL already; another program's
+    database is not switched)."""
+    connection.isolation_level = None
+    cursor = connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
 
 
 def _sqlite_pragmas(connection, _record) -> None:
