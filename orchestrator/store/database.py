@@ -14,6 +14,7 @@ import os
 import sqlite3
 import time
 import weakref
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, NamedTuple, Optional
@@ -364,11 +365,9 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
             if not create:
                 _refuse_unless_a_store(connection, url)
     except DBAPIError as error:
-        message = f"cannot open the result store {safe_url(url)}: {failure(error, url)}"
-        if _refused_for_what_was_asked(error, engine.dialect.name):
-            raise UsageError(f"{message}; check --db") from None
-        raise EnvironmentFailure(f"{message}; start the database server or mend the network, then run the same "
-                                 f"command again") from None
+        diagnosis = diagnose(error, engine.dialect.name)
+        raise diagnosis.kind(f"cannot open the result store {safe_url(url)}: {failure(error, url)}; "
+                             f"{diagnosis.advice}") from None
     return OpenedStore(engine, read_only=False)
 
 
@@ -407,25 +406,51 @@ def _read_only_sqlite(path: Path) -> OpenedStore:
     return OpenedStore(engine, read_only=True, warning=warning)
 
 
-# SQLSTATE classes of a server that answered and refused what it was asked: invalid authorization (a wrong user or
-# password), no such database
-_REFUSALS = ("28", "3D")
 # what an OSError says when the machine failed (a full disk or quota, an I/O error), not the path the user gave
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
-# SQLite result codes of a machine that failed, not of a wrong --db: SQLITE_NOMEM, SQLITE_BUSY, SQLITE_LOCKED,
-# SQLITE_IOERR, SQLITE_FULL (primary codes; an extended code carries one in its low byte)
-_SQLITE_BUSY = 5
-_SQLITE_MACHINE_FAILURES = frozenset({7, _SQLITE_BUSY, 6, 10, 13})
+# SQLite's primary result codes (an extended code carries one in its low byte)
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_NOMEM, _SQLITE_IOERR, _SQLITE_FULL = 5, 6, 7, 10, 13
+# SQLSTATE classes of a server that answered and refused what it was asked
+_BAD_LOGIN, _NO_SUCH_DATABASE = "28", "3D"
+# what libpq says where a refused connection carries no SQLSTATE (psycopg raises it before a session exists)
+_BAD_LOGIN_WORDS = ("password authentication failed", "no password supplied", 'role "', "authentication failed")
+_NO_SUCH_DATABASE_WORDS = ("does not exist",)
+RETRY = "then run the same command again"
 
 
-def _refused_for_what_was_asked(error: DBAPIError, dialect: str) -> bool:
-    """A mistake in --db (a SQLite file that is not a store, a wrong password or database name), rather than a server
-    that does not answer."""
+@dataclass(frozen=True)
+class Diagnosis:
+    """Whose the failure to open a store is (a UsageError: the user's --db; an EnvironmentFailure: the machine's),
+    and what to do about it."""
+
+    kind: type[Exception]
+    advice: str
+
+
+def diagnose(error: DBAPIError, dialect: str) -> Diagnosis:
+    """Why a database refused to open, from SQLite's result code or the server's SQLSTATE (libpq's message where a
+    refused connection has none)."""
     if dialect == "sqlite":
-        code = getattr(error.orig, "sqlite_errorcode", None)
-        return code is None or code & 0xFF not in _SQLITE_MACHINE_FAILURES
-    sqlstate = getattr(error.orig, "sqlstate", None)
-    return isinstance(sqlstate, str) and sqlstate.startswith(_REFUSALS)
+        code = (getattr(error.orig, "sqlite_errorcode", None) or 0) & 0xFF
+        if code == _SQLITE_FULL:
+            return Diagnosis(EnvironmentFailure, f"the disk that holds it is full: free space, {RETRY}")
+        if code in (_SQLITE_IOERR, _SQLITE_NOMEM):
+            return Diagnosis(EnvironmentFailure, f"the machine failed reading or writing it: mend the disk or free "
+                                                 f"memory, {RETRY}")
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return Diagnosis(EnvironmentFailure, f"another process holds it locked: wait for it to end, {RETRY}")
+        return Diagnosis(UsageError, "check --db")
+    sqlstate = getattr(error.orig, "sqlstate", None) or ""
+    said = str(error.orig)
+    if sqlstate.startswith(_NO_SUCH_DATABASE) or (not sqlstate and "database" in said
+                                                   and any(words in said for words in _NO_SUCH_DATABASE_WORDS)):
+        return Diagnosis(UsageError, "no such database on that server: check the database name in --db, or create "
+                                     "it (createdb NAME)")
+    if sqlstate.startswith(_BAD_LOGIN) or (not sqlstate and any(words in said for words in _BAD_LOGIN_WORDS)):
+        return Diagnosis(UsageError, "the server refused the login: check the user name and password in --db")
+    if sqlstate:
+        return Diagnosis(EnvironmentFailure, f"the database server answered but could not serve it: mend it, {RETRY}")
+    return Diagnosis(EnvironmentFailure, f"start the database server or mend the network, {RETRY}")
 
 
 def _refuse_unencoded_at(url: str) -> None:
