@@ -30,7 +30,7 @@ from mlcbench.orchestrator.store.redaction import mask, mask_url
 from mlcbench.orchestrator.suites import (builtin_names, default_suite, get_suite, grid_suite, suite_file,
                                            suite_text)
 from mlcbench.orchestrator.reports.tables import history_table, results_table
-from mlcbench.schema import FINAL_STATUSES, MODELS, JobSpec, Status
+from mlcbench.schema import FINAL_STATUSES, GPUS, MODELS, JobSpec, Status
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 
 # the statuses of jobs that did not end with an answer
@@ -163,6 +163,7 @@ def sweep(
     )
     envs = [load_env(name) for name in options.env_names]
     jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
+    refuse_models_larger_than_the_machine(jobs, target)
     warn_of_large_models_on_a_cpu(jobs, target)
     writable_folder(workdir, "--workdir")
     writable_folder(cache_dir, "--cache-dir")
@@ -227,6 +228,35 @@ def warn_of_large_models_on_a_cpu(jobs: list[JobSpec], target: Target) -> None:
     print(f"warning: on a CPU: {len(large)} job(s) of {', '.join(models)} (each of ≥ "
           f"{LARGE_ON_A_CPU / 1e9:g}B parameters), at batch up to {max(job.batch_size for job in large)}, may each "
           f"take hours; --model and --batch-size pick fewer, --suite smoke is sized for a CPU", file=sys.stderr)
+
+
+def refuse_models_larger_than_the_machine(jobs: list[JobSpec], target: Target) -> None:
+    """A UsageError, before a worker allocates anything, naming each model whose weights alone outgrow the memory
+    they would be built in: the host's on a CPU, the GPU's where it is known (an absurd config, 10^6 layers, would
+    otherwise allocate until the machine runs out)."""
+    memory, where = machine_memory(target)
+    if memory is None:
+        return
+    too_large = {}
+    for job in jobs:
+        weights = job.info.weight_bytes(job.precision)
+        if weights is not None and weights > memory:
+            too_large[job.model] = f"{job.model} ({job.info.parameter_count():,} parameters: {weights / 1e9:,.1f} GB " \
+                                   f"at {job.precision})"
+    if too_large:
+        raise UsageError(f"the weights alone of {', '.join(too_large.values())} outgrow {where} "
+                         f"({memory / 1e9:,.1f} GB): check the config's sizes, or run on a larger machine")
+
+
+def machine_memory(target: Target) -> tuple[Optional[int], str]:
+    """The memory a job's model is built in, and what it is, in words: None where it is not known."""
+    if target.device == "cpu":
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host's memory"
+    known = [gpu.memory_total_bytes for gpu in target.gpus if gpu.memory_total_bytes]
+    if known:
+        return min(known), "the GPU's memory"
+    peaks = GPUS.get(target.tag)
+    return (int(peaks.memory_gb * 1e9), f"a {target.tag}'s memory") if peaks is not None else (None, "")
 
 
 def hardware(target: Target) -> str:

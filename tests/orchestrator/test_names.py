@@ -51,3 +51,30 @@ def test_a_store_that_already_holds_such_names_is_read_and_shows_them_escaped(tm
     done = runner.invoke(app, [*command, "--db", url])
     assert done.exit_code == 0, done.output
     assert "\x1b" not in done.stdout and r"red\x1b" in done.stdout and "[/]bold" in done.stdout
+
+
+@pytest.mark.parametrize("dims", ['architecture = "ffn-multilayer"\nhidden_size = 64\nintermediate_size = 64\n'
+                                  'depth = 1000000\n',
+                                  'architecture = "ffn"\nhidden_size = 1000000\nintermediate_size = 1000000\n'])
+def test_a_model_whose_weights_outgrow_the_machine_is_refused_before_a_worker_allocates(tmp_path, dims, monkeypatch):
+    from mlcbench.orchestrator import sweep as sweeping
+
+    monkeypatch.setattr(sweeping, "make_runtime", lambda *_: pytest.fail("a worker was started"))
+    path = tmp_path / "absurd.toml"
+    path.write_text(f'name = "absurd"\ndescription = "too large"\n[models.absurd]\n{dims}[[entries]]\n'
+                    f'models = ["absurd"]\nworkflows = ["eager"]\nbatch_sizes = [1]\n')
+    db = tmp_path / "store.db"
+    done = runner.invoke(app, ["sweep", "--suite", str(path), "--gpu", "cpu", "--db", f"sqlite:///{db}",
+                               "--workdir", str(tmp_path / "work")])
+    one_error_line(done, ExitCode.USAGE, "the weights alone of absurd (")
+    assert "outgrow this host's memory" in done.stderr and not db.exists()
+
+
+def test_the_size_check_uses_the_gpu_s_memory_where_it_is_known():
+    from mlcbench.orchestrator.cli import machine_memory
+    from mlcbench.orchestrator.gpu import Target
+    from mlcbench.schema import GpuInfo
+
+    gpu = GpuInfo(name="NVIDIA H100", memory_total_bytes=80 * 10**9)
+    assert machine_memory(Target(tag="h100", device="cuda", gpus=(gpu,))) == (80 * 10**9, "the GPU's memory")
+    assert machine_memory(Target(tag="h200", device="cuda", gpus=()))[0] == 141 * 10**9
