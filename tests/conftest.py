@@ -36,6 +36,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _SESSION_ROOT = pytest.StashKey[Path]()
 
 
+def say(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, past pytest's capture and -q: for a fixture that works for minutes before the first
+    test of its module reports (a reader of `make test` would otherwise see nothing)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
 @pytest.fixture
 def mlcbench(tmp_path):
     """Run the CLI as a user would, in a scratch folder (so results/, the default store's folder, lands there)."""
