@@ -101,9 +101,11 @@ class ResultRow(Base):
 
 
 def _columns(result: Result) -> dict:
+    """A result's row; a UsageError where a value is longer than its column holds (PostgreSQL would refuse it only
+    at the insert, SQLite never), so that every backend takes the same rows (merge brings in older stores' names)."""
     job, metrics, provenance = result.job, result.metrics, result.provenance
     gpu = provenance.gpu
-    return dict(
+    columns = dict(
         job_id=result.job_id, env=provenance.env or "?", gpu_tag=provenance.gpu_tag or "?", model=job.model,
         workflow=job.workflow, precision=job.precision, batch_size=job.batch_size, status=result.status,
         reason=result.reason, median_ms=metrics.latency.median_ms if metrics.latency else None,
@@ -114,6 +116,12 @@ def _columns(result: Result) -> dict:
         image_digest=provenance.image_digest, git_rev=provenance.git_rev, started_at=provenance.started_at,
         ended_at=provenance.ended_at, stored_at=datetime.now(timezone.utc), result_json=result.model_dump_json(),
     )
+    for name, value in columns.items():
+        limit = getattr(ResultRow.__table__.c[name].type, "length", None)
+        if isinstance(value, str) and limit is not None and len(value) > limit:
+            raise UsageError(f"cannot store {value[:limit]!r}... as a result's {name}: {len(value)} characters, more "
+                             f"than the store's {limit}; nothing was stored")
+    return columns
 
 
 Filter = Optional[Iterable[str] | str]

@@ -2,6 +2,9 @@
 checked once, where it enters (schema.base.Name), and refused before any job runs. A store written before holds any
 name: reading it shows the name, escaped, and never fails on it."""
 
+import json
+import sqlite3
+
 import pytest
 from typer.testing import CliRunner
 
@@ -43,11 +46,23 @@ def test_a_safe_name_of_a_suites_own_model_is_taken(tmp_path):
     assert get_suite(_suite(tmp_path, model="my-ffn_v2.1+x")).entries[0].models == ["my-ffn_v2.1+x"]
 
 
+def _store_holding(tmp_path, *names: str):
+    """A store as an mlcbench before these checks wrote it: a row per name (stored under a stand-in, then renamed in
+    the file, as this mlcbench stores no such name)."""
+    stand_ins = [f"stand-in-{index}" for index in range(len(names))]
+    path, url = store_of(tmp_path, [tagged(JOB.model_copy(update={"model": stand_in, "model_info": MODELS["matmul-small"]}))
+                                    for stand_in in stand_ins])
+    with sqlite3.connect(path) as connection:
+        for stand_in, name in zip(stand_ins, names):
+            connection.execute("UPDATE results SET model = ?, result_json = replace(result_json, ?, ?) WHERE model = ?",
+                               (name, json.dumps(stand_in), json.dumps(name), stand_in))
+    connection.close()
+    return path, url
+
+
 @pytest.mark.parametrize("command", [["results"], ["results", "--history"], ["report"]])
 def test_a_store_that_already_holds_such_names_is_read_and_shows_them_escaped(tmp_path, command):
-    stored = [tagged(JOB.model_copy(update={"model": name, "model_info": MODELS["matmul-small"]}))
-              for name in (MARKUP, ESCAPE, LONG)]
-    _, url = store_of(tmp_path, stored)
+    _, url = _store_holding(tmp_path, MARKUP, ESCAPE, LONG)
     done = runner.invoke(app, [*command, "--db", url])
     assert done.exit_code == 0, done.output
     assert "\x1b" not in done.stdout and r"red\x1b" in done.stdout and "[/]bold" in done.stdout
@@ -78,3 +93,16 @@ def test_the_size_check_uses_the_gpu_s_memory_where_it_is_known():
     gpu = GpuInfo(name="NVIDIA H100", memory_total_bytes=80 * 10**9)
     assert machine_memory(Target(tag="h100", device="cuda", gpus=(gpu,))) == (80 * 10**9, "the GPU's memory")
     assert machine_memory(Target(tag="h200", device="cuda", gpus=()))[0] == 141 * 10**9
+
+
+def test_merge_refuses_a_name_longer_than_the_store_holds_and_stores_nothing(tmp_path):
+    """SQLite stores any length; PostgreSQL refused it at the insert, after the work. Every backend refuses it alike,
+    before anything is written."""
+    from mlcbench.orchestrator.store import Store
+
+    source, _ = _store_holding(tmp_path, LONG)
+    target = tmp_path / "target.db"
+    done = runner.invoke(app, ["merge", str(source), "--into", str(target)])
+    one_error_line(done, ExitCode.USAGE, "as a result's model: 65 characters, more than the store's 64")
+    assert Store(f"sqlite:///{target}", create=False).rows() == []
+    assert len(Store(f"sqlite:///{source}", create=False).rows()) == 1  # the source was read, whole
