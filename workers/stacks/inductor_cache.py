@@ -153,17 +153,16 @@ GUARDS_KEPT = frozenset({"TENSOR_MATCH", "SHAPE_ENV", "NO_TENSOR_ALIASING", "GLO
 
 
 def guards_kept(entries: list[Any]) -> list[bool]:
-    """dynamo's guard filter for the compiles above: only the guards of GUARDS_KEPT. Every call checks a compiled
-    function's guards, and every warm process builds them again from the precompile cache (twice, torch 2.11-2.13):
-    on the H100 a Llama-2 b1 warm start spent 0.8-1.3 s of about 3 s on them with every guard (benchmarks/README).
-    Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13, here) this keeps 438; the
-    rest are on module attributes (hooks, flags, config values), on the KV cache object's and on transformers'
-    globals. What they check, the job's cache folder already fixes (job_shape: the model, its config, the options,
-    the workflow's cache), and the compiled functions take what varies between their calls as tensors; a process that
-    loaded a wrong graph would still fail the teacher-forced check of every step.
-    Besides those, the guards on an int's value: transformers' sliding-window cache layer (Mistral's) counts its tokens
-    in a Python int (StaticSlidingWindowLayer.cumulative_length_int); without its guard, every decode step ran the
-    graph traced at the first one, with that step's count, and a Mistral-style model's logits parted from eager's by a
+    """dynamo's guard filter for the compiles above: the guards of GUARDS_KEPT, and those on an int's value. Every
+    call checks a compiled function's guards, and every warm process builds them again from the precompile cache
+    (twice, torch 2.11-2.13): on the H100 a Llama-2 b1 warm start spent 0.8-1.3 s of about 3 s on them with every
+    guard (benchmarks/README). Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13,
+    here) GUARDS_KEPT alone kept 438 (the int guards are not counted in that figure); the rest are on module
+    attributes (hooks, flags, config values), on the KV cache object's and on transformers' globals. What they check,
+    the job's cache folder already fixes (job_shape: the model, its config, the options, the workflow's cache).
+    An int, though, may be what varies between calls: transformers' sliding-window cache layer (Mistral's) counts its
+    tokens in a Python int (StaticSlidingWindowLayer.cumulative_length_int). Without its guard every decode step ran
+    the graph traced at the first, with that step's count: a Mistral-style model's logits parted from eager's by a
     relative L2 of 0.2-0.5. With it, the second step traces the count as a symbolic int, once."""
     return [entry.guard_type in GUARDS_KEPT or _on_an_int(entry) for entry in entries]
 
