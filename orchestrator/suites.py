@@ -9,13 +9,14 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from pydantic import ValidationError
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.schema import MODELS, ModelInfo, Suite
 from mlcbench.schema.catalog import ConfigError, llm_from_hf_config
+from mlcbench.schema.jobs import known_workflow
 from mlcbench.schema.suites import ModelDefinition
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_suites"
@@ -169,12 +170,22 @@ def unknown_architecture(config: dict[str, Any]) -> Optional[str]:
     return (check.stdout.strip() or None) if check.returncode == 0 else None
 
 
+def check_workflow_option(workflows: Sequence[str]) -> None:
+    """--workflow's values, each a workflow of the catalog: a UsageError naming the option, not the suite's field."""
+    for workflow in workflows:
+        try:
+            known_workflow(workflow)
+        except ValueError as error:
+            raise UsageError(f"--workflow: {error}") from None
+
+
 def grid_suite(models: list[str], workflows: list[str], batch_sizes: list[int], input_len: Optional[int],
                output_len: Optional[int]) -> Suite:
     """A one-entry suite from the command line, validated as a suite file is: each model a catalog name, a folder
     with a config.json (named after the folder) or a model id in the local Hugging Face cache."""
     if not workflows:
         raise UsageError("a grid from the command line needs --workflow (e.g. eager,torch_compile_static)")
+    check_workflow_option(workflows)
     own: dict[str, dict[str, str]] = {}
     names = []
     for model in models:

@@ -10,14 +10,15 @@ Precision = Literal["fp32", "fp16", "bf16"]
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
-def _known_workflow(name: str) -> str:
+def known_workflow(name: str) -> str:
+    """The name, where it is a workflow of the catalog (or a fault workflow of the tests); else a ValueError."""
     if name not in WORKFLOWS and name not in FAULT_WORKFLOWS:
         raise ValueError(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
     return name
 
 
 # a workflow of the catalog (or a fault workflow of the tests), wherever a name of one enters: job, suite entry
-WorkflowName = Annotated[str, AfterValidator(_known_workflow)]
+WorkflowName = Annotated[str, AfterValidator(known_workflow)]
 
 
 class WorkflowOptions(StrictModel):

@@ -33,8 +33,8 @@ def _throughput(result: Result) -> str:
             else f"{_num(metrics.tflops, 3)} TF" if metrics.tflops is not None else "")
 
 
-def _where(result: Result) -> Text:
-    return Text(printable(f"{result.provenance.gpu_tag or '?'} {result.provenance.env or '?'}"))
+def _where(result: Result) -> str:
+    return f"{result.provenance.gpu_tag or '?'} {result.provenance.env or '?'}"
 
 
 class ResultsTable:
@@ -64,7 +64,7 @@ def _stored(text: str) -> Text:
 
 
 def wide_table(results: list[Result], title: str) -> Table:
-    table = Table(title=title, show_lines=False)
+    table = Table(title=_stored(title), show_lines=False)
     for name, justify in [("gpu", "left"), ("env", "left"), ("model", "left"), ("workflow", "left"),
                           ("prec", "left"), ("batch", "right"), ("status", "left"), ("median ms", "right"),
                           ("TFLOPS / tok/s", "right"), ("compile s", "right"), ("correct", "left"),
@@ -87,7 +87,8 @@ def compact_table(results: list[Result], title: str) -> Table:
     """The job and its reason share a column that wraps between words; gpu and env are in the title when they are
     the same for every row."""
     places = {_where(result) for result in results}
-    table = Table(title=title + (f" ({next(iter(places))})" if len(places) == 1 else ""), box=box.SIMPLE_HEAD)
+    table = Table(title=_stored(title + (f" ({next(iter(places))})" if len(places) == 1 else "")),
+                  box=box.SIMPLE_HEAD)
     if len(places) > 1:
         table.add_column("gpu env")
     table.add_column("job", ratio=1)
@@ -104,13 +105,13 @@ def compact_table(results: list[Result], title: str) -> Table:
             status.append(" wrong", style="red")
         figure = _throughput(result) or (f"{_num(metrics.latency.median_ms, 3)} ms" if metrics.latency else "")
         cells = [label, status, figure, _num(metrics.compile_s)]
-        table.add_row(*([_where(result)] if len(places) > 1 else []), *cells)
+        table.add_row(*([_stored(_where(result))] if len(places) > 1 else []), *cells)
     return table
 
 
 def history_table(results: Iterable[Result], title: str) -> Table:
     """Attempts in the order they were stored, each with when it ended and the sweep that stored it."""
-    table = Table(title=title, box=box.SIMPLE_HEAD)
+    table = Table(title=_stored(title), box=box.SIMPLE_HEAD)
     for name, justify in [("ended (UTC)", "left"), ("sweep", "left"), ("gpu env", "left"), ("job", "left"),
                           ("status", "left"), ("speed", "right")]:
         table.add_column(name, justify=justify, overflow="fold")
@@ -120,6 +121,7 @@ def history_table(results: Iterable[Result], title: str) -> Table:
         figure = _throughput(result) or (f"{_num(result.metrics.latency.median_ms, 3)} ms" if result.metrics.latency
                                          else "")
         table.add_row(f"{ended:%Y-%m-%d %H:%M:%S}" if ended else "", _stored(provenance.sweep_id or ""),
-                      _where(result), _stored(f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}"),
+                      _stored(_where(result)),
+                      _stored(f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}"),
                       Text(result.status, style=terminal_style(result.status)), figure)
     return table

@@ -24,8 +24,8 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event, inspect,
-                        select, text)
+from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event,
+                        inspect, select, text)
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column

@@ -291,7 +291,8 @@ def _refused(orig: Exception):
 
 
 @pytest.mark.parametrize("orig, advice", [
-    (psycopg_errors.InvalidPassword("password authentication failed for user \"u\""), "check the user name and password"),
+    (psycopg_errors.InvalidPassword('password authentication failed for user "u"'),
+     "check the user name and password"),
     (psycopg_errors.InvalidCatalogName('database "nope" does not exist'), "check the database name in --db"),
     # libpq's refusals before a session exists carry no SQLSTATE: their words tell them apart
     (psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  '

@@ -50,7 +50,8 @@ def _store_holding(tmp_path, *names: str):
     """A store as an mlcbench before these checks wrote it: a row per name (stored under a stand-in, then renamed in
     the file, as this mlcbench stores no such name)."""
     stand_ins = [f"stand-in-{index}" for index in range(len(names))]
-    path, url = store_of(tmp_path, [tagged(JOB.model_copy(update={"model": stand_in, "model_info": MODELS["matmul-small"]}))
+    path, url = store_of(tmp_path, [tagged(JOB.model_copy(update={"model": stand_in,
+                                                                  "model_info": MODELS["matmul-small"]}))
                                     for stand_in in stand_ins])
     with sqlite3.connect(path) as connection:
         for stand_in, name in zip(stand_ins, names):

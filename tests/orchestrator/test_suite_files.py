@@ -152,9 +152,9 @@ def test_suites_show_prints_a_suite_file_and_names_its_problems(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "/nonexistent/folder", "--workflow", "eager"], "'/nonexistent/folder' is neither a folder nor"),
-    (["--suite", "tiny", "--workflow", "eagr"], "unknown workflow 'eagr'; known: eager"),
+    (["--suite", "tiny", "--workflow", "eagr"], "--workflow: unknown workflow 'eagr'; known: eager"),
     (["--model", str(SUITES / "configs" / "llama3-tiny"), "--workflow", "eager,torch_compil"],
-     "workflows[1]: unknown workflow 'torch_compil'"),
+     "--workflow: unknown workflow 'torch_compil'"),
     (["--model", "llama-2layer", "--workflow", "eager", "--output-len", "600"], "beyond llama-2layer's 512 positions"),
     (["--model", "llama-2layer", "--input-len", "8"], "a grid from the command line needs --workflow"),
     (["--suite", "smoke", "--output-len", "8"], "--input-len/--output-len make a grid of their own"),
