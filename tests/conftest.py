@@ -21,19 +21,16 @@ SESSION_FOLDERS = {"MLCBENCH_CACHE_DIR": "cache", "MLCBENCH_DB": "results/mlcben
                    "TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton"}
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Set before any test module imports mlcbench (whose defaults read them) and inherited by every subprocess."""
-    session = Path(tempfile.mkdtemp(prefix="mlcbench-tests-"))
-    config.stash[_SESSION_ROOT] = session
-    for variable, folder in SESSION_FOLDERS.items():
-        os.environ[variable] = f"sqlite:///{session / folder}" if variable == "MLCBENCH_DB" else str(session / folder)
+# set when pytest imports this file, before the conftest files below it (which import mlcbench, whose defaults read
+# them), and inherited by every subprocess
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="mlcbench-tests-"))
+for _variable, _folder in SESSION_FOLDERS.items():
+    os.environ[_variable] = f"sqlite:///{SESSION_ROOT / _folder}" if _variable == "MLCBENCH_DB" \
+        else str(SESSION_ROOT / _folder)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shutil.rmtree(config.stash[_SESSION_ROOT], ignore_errors=True)
-
-
-_SESSION_ROOT = pytest.StashKey[Path]()
+    shutil.rmtree(SESSION_ROOT, ignore_errors=True)
 
 
 def say(config: pytest.Config, line: str) -> None:
