@@ -372,6 +372,9 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
         with engine.connect() as connection:
             if not create:
                 _refuse_unless_a_store(connection, url)
+    except UsageError:
+        engine.dispose()
+        raise
     except DBAPIError as error:
         diagnosis = diagnose(error, engine.dialect.name)
         raise diagnosis.kind(f"cannot open the result store {safe_url(url)}: {failure(error, url)}; "
