@@ -24,6 +24,7 @@ results: $(BIN)/mlcbench
 	$(BIN)/mlcbench results --db $(DB)
 
 test: $(BIN)/mlcbench
+	@echo "collecting the tests (about 20 s), then a dot per test; a fixture that works for minutes first says what"
 	$(BIN)/python -m pytest -q
 
 # ruff alone (make test runs it too, as tests/test_lint.py)

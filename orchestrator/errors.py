@@ -12,12 +12,14 @@ class ExitCode(IntEnum):
 
 
 MEANINGS = {
-    ExitCode.OK: "done (a sweep: every job ended `ok` or `unsupported`)",
+    ExitCode.OK: "done (a sweep: every job ended `ok`, its check passed and no worker process lost, or "
+                 "`unsupported`)",
     ExitCode.ENVIRONMENT: "the environment failed: database down, disk full, no Docker engine, Slurm not answering, "
                           "a store that cannot be written (`error: ...` on stderr, found before any row is stored "
                           "where it can be)",
     ExitCode.USAGE: "a mistake in the command or its inputs (`error: ...` on stderr, nothing written)",
-    ExitCode.JOBS_FAILED: "a sweep ran and some jobs ended `failed`, `oom`, `timeout` or `crashed`",
+    ExitCode.JOBS_FAILED: "a sweep ran and some jobs ended `failed`, `oom`, `timeout` or `crashed`, failed their "
+                          "correctness check against eager, or lost a worker process (the closing line counts each)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); what finished is stored, the same command resumes",
 }
 

@@ -1,12 +1,13 @@
 """Files and folders a user names for output (`export --out`, `report --markdown`, `report --html`): checked before
 any work, and written through to what the path names. A symlink is followed to its target (the link stays a link); a
 FIFO, a device, a folder where a file is wanted or a file where a folder is wanted is refused, naming the user's path.
-A file is written beside its target and renamed over it: a failure leaves the previous file whole."""
+A file is written beside its target and renamed over it: a failure leaves the previous file whole. An output that is
+a file the command reads (its SQLite store, through any name) is refused: writing it would destroy what it reads."""
 
 import os
 import stat
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 
@@ -14,10 +15,14 @@ STDOUT = Path("-")
 REGULAR_FILE, FOLDER = "a regular file", "a folder"
 
 
-def output_file(path: Path, option: str) -> Path:
+def output_file(path: Path, option: str, reads: Iterable[Path] = ()) -> Path:
     """The regular file `path` names (through any symlinks), which may not exist yet; a UsageError if it cannot be
-    one."""
+    one, or if it is one of the files the command `reads`."""
     target = _resolved(path, option)
+    for read in reads:
+        if _is_same_file(target, read):
+            raise UsageError(f"{option} {path}: {_named(path, target)} is {read}, which this command reads; writing "
+                             f"it would destroy it; name another file")
     if target.exists():
         kind = _kind(target)
         if kind != REGULAR_FILE:
@@ -56,6 +61,14 @@ def _resolved(path: Path, option: str) -> Path:
         return path.expanduser().resolve()
     except (OSError, RuntimeError) as error:  # a symlink loop
         raise UsageError(f"{option} {path}: cannot follow the path ({error})") from None
+
+
+def _is_same_file(target: Path, read: Path) -> bool:
+    """The same file by path (through symlinks) or, where both exist, by inode (a hard link)."""
+    resolved = read.expanduser().resolve()
+    if target == resolved:
+        return True
+    return target.exists() and resolved.exists() and os.path.samefile(target, resolved)
 
 
 def _folder_or_creatable(folder: Path, option: str, given: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Collection, Mapping, Optional, Sequence
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.suites import builtin_names, check_checkpoint, get_suite
+from mlcbench.orchestrator.suites import builtin_names, check_checkpoint, check_workflow_option, get_suite
 from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, ProcessTiming, Result, Suite, why_not_run
 from mlcbench.schema.catalog import missing_requirements
 
@@ -38,10 +38,8 @@ class Filters:
     def validate(self, suite: Suite) -> None:
         for model in self.models:
             if model not in MODELS and model not in suite.models:
-                raise UsageError(f"unknown model {model!r}; known: {', '.join(sorted([*MODELS, *suite.models]))}")
-        for workflow in self.workflows:
-            if workflow not in WORKFLOWS:
-                raise UsageError(f"unknown workflow {workflow!r}; known: {', '.join(WORKFLOWS)}")
+                raise UsageError(f"--model: unknown model {model!r}; known: {', '.join(sorted([*MODELS, *suite.models]))}")
+        check_workflow_option(self.workflows)
 
     def keep(self, job: JobSpec) -> bool:
         return ((not self.models or job.model in self.models)

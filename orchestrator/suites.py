@@ -9,13 +9,14 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from pydantic import ValidationError
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.schema import MODELS, ModelInfo, Suite
 from mlcbench.schema.catalog import ConfigError, llm_from_hf_config
+from mlcbench.schema.jobs import known_workflow
 from mlcbench.schema.suites import ModelDefinition
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_suites"
@@ -36,18 +37,32 @@ def builtin_text(name: str) -> str:
     return (BUILTIN_DIR / f"{name}.toml").read_text(encoding="utf-8")
 
 
+def suite_file(name_or_path: str) -> Optional[Path]:
+    """The file a suite argument names (a path, or any name ending in .toml); None for a built-in suite's name."""
+    path = Path(name_or_path).expanduser()
+    return path if name_or_path.endswith(".toml") or path.is_file() else None
+
+
+def suite_text(name_or_path: str, option: str) -> str:
+    """The TOML text of a built-in suite or of a suite file."""
+    path = suite_file(name_or_path)
+    if path is None:
+        return builtin_text(name_or_path)
+    if not path.is_file():
+        raise UsageError(f"{option} {name_or_path}: no such file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{option} {name_or_path}: cannot read it ({error})") from None
+
+
 def get_suite(name_or_path: str) -> Suite:
     """A built-in suite by name, or a suite file (a path, or any name ending in .toml)."""
-    path = Path(name_or_path).expanduser()
-    if name_or_path.endswith(".toml") or path.is_file():
-        if not path.is_file():
-            raise UsageError(f"--suite {name_or_path}: no such file")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise UsageError(f"--suite {name_or_path}: cannot read it ({error})") from None
-        return parse_suite(text, str(path), path.parent)
-    return parse_suite(builtin_text(name_or_path), name_or_path, BUILTIN_DIR)
+    text = suite_text(name_or_path, "--suite")
+    path = suite_file(name_or_path)
+    if path is None:
+        return parse_suite(text, name_or_path, BUILTIN_DIR)
+    return parse_suite(text, str(path), path.parent)
 
 
 def parse_suite(text: str, source: str, folder: Path) -> Suite:
@@ -65,7 +80,7 @@ def suite_from_data(data: dict[str, Any], source: str, folder: Path) -> Suite:
     try:
         suite = Suite.model_validate(data)
     except ValidationError as error:
-        raise UsageError(f"{source}: {_first_error(error)}") from None
+        raise UsageError(f"{source}: {every_error(error)}") from None
     suite = suite.model_copy(update={"resolved_models": {
         name: resolve_model(name, definition, folder, source) for name, definition in suite.models.items()}})
     for index, entry in enumerate(suite.entries):
@@ -79,12 +94,15 @@ def suite_from_data(data: dict[str, Any], source: str, folder: Path) -> Suite:
     return suite
 
 
-def _first_error(error: ValidationError) -> str:
-    problem = error.errors()[0]
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]).lstrip(".")
-    message = problem["msg"].removeprefix("Value error, ")
-    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{where}: {message}{more}" if where else message + more
+def every_error(error: ValidationError) -> str:
+    """Each problem with where it is (entries[0].workflows[1]: ...), on one line: a user mends them all at once."""
+    problems = []
+    for problem in error.errors():
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" if part.isidentifier() or part == "[key]"
+                        else f"[{part!r}]" for part in problem["loc"]).lstrip(".")
+        message = problem["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems)
 
 
 def resolve_model(name: str, definition: ModelDefinition, folder: Path, source: str) -> ModelInfo:
@@ -152,12 +170,22 @@ def unknown_architecture(config: dict[str, Any]) -> Optional[str]:
     return (check.stdout.strip() or None) if check.returncode == 0 else None
 
 
+def check_workflow_option(workflows: Sequence[str]) -> None:
+    """--workflow's values, each a workflow of the catalog: a UsageError naming the option, not the suite's field."""
+    for workflow in workflows:
+        try:
+            known_workflow(workflow)
+        except ValueError as error:
+            raise UsageError(f"--workflow: {error}") from None
+
+
 def grid_suite(models: list[str], workflows: list[str], batch_sizes: list[int], input_len: Optional[int],
                output_len: Optional[int]) -> Suite:
     """A one-entry suite from the command line, validated as a suite file is: each model a catalog name, a folder
     with a config.json (named after the folder) or a model id in the local Hugging Face cache."""
     if not workflows:
         raise UsageError("a grid from the command line needs --workflow (e.g. eager,torch_compile_static)")
+    check_workflow_option(workflows)
     own: dict[str, dict[str, str]] = {}
     names = []
     for model in models:

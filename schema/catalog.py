@@ -133,6 +133,11 @@ class ModelInfo(StrictModel):
         h, i = self.hidden_size, self.intermediate_size
         return 3 * h * i + (2 * i + h) * self.mlp_bias
 
+    def weight_bytes(self, precision: str) -> Optional[int]:
+        """What the weights alone take at `precision`, or None where the layout is one the formulas do not know."""
+        parameters = self.parameter_count()
+        return None if parameters is None else parameters * _element_bytes(precision)
+
     def decode_step_bytes(self, precision: str, batch: int, context: int) -> Optional[int]:
         """What one LLM decode step must read at least: every weight but the embedding table (of which it reads only
         `batch` rows; a table tied to the LM head is read whole), of a mixture of experts only the experts one token

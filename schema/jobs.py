@@ -1,13 +1,24 @@
 import hashlib
-from typing import Any, ClassVar, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
-from pydantic import Field, StrictInt, field_validator, model_validator
+from pydantic import AfterValidator, Field, StrictInt, field_validator, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS, ModelInfo
 
 Precision = Literal["fp32", "fp16", "bf16"]
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
+
+def known_workflow(name: str) -> str:
+    """The name, where it is a workflow of the catalog (or a fault workflow of the tests); else a ValueError."""
+    if name not in WORKFLOWS and name not in FAULT_WORKFLOWS:
+        raise ValueError(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
+    return name
+
+
+# a workflow of the catalog (or a fault workflow of the tests), wherever a name of one enters: job, suite entry
+WorkflowName = Annotated[str, AfterValidator(known_workflow)]
 
 
 class WorkflowOptions(StrictModel):
@@ -83,7 +94,7 @@ class JobSpec(StrictModel):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     model: str
-    workflow: str
+    workflow: WorkflowName
     precision: Precision
     # strict: a job file's 1e3 or true is refused, not run as batch 1000 or 1
     batch_size: StrictInt = Field(ge=1, le=4096)
@@ -118,13 +129,6 @@ class JobSpec(StrictModel):
     def weights(self) -> str:
         """The weights the job runs: a checkpoint folder, or seeded random weights."""
         return self.model_path or f"random (seed {self.seed})"
-
-    @field_validator("workflow")
-    @classmethod
-    def _known_workflow(cls, name: str) -> str:
-        if name not in WORKFLOWS and name not in FAULT_WORKFLOWS:
-            raise ValueError(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
-        return name
 
     @property
     def job_id(self) -> str:

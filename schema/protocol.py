@@ -32,8 +32,10 @@ LAUNCHED_AT_ENV = "MLCBENCH_LAUNCHED_AT"
 STARTUP_ENV = "MLCBENCH_STARTUP"
 # the pre-imported interpreter that forks one fresh worker per request: `python -m mlcbench.workers zygote`
 ZYGOTE_COMMAND = "zygote"
-# persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another
-DEFAULT_CACHE_DIR = Path.home() / ".cache" / "mlcbench"
+# persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another:
+# MLCBENCH_CACHE_DIR where set (the tests set it, so that they never touch a user's caches), else ~/.cache/mlcbench
+CACHE_DIR_VARIABLE = "MLCBENCH_CACHE_DIR"
+DEFAULT_CACHE_DIR = Path(os.environ.get(CACHE_DIR_VARIABLE) or Path.home() / ".cache" / "mlcbench")
 # JSON's own whitespace: a line of only these is blank
 _JSON_WHITESPACE = " \t\r"
 

@@ -2,9 +2,9 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, model_validator
 
-from mlcbench.schema.base import StrictModel
+from mlcbench.schema.base import Name, StrictModel
 from mlcbench.schema.catalog import MODELS, ModelInfo
-from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowOptions
+from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName, WorkflowOptions
 
 # strict: a suite file's 1e3 or true is refused, not run as batch 1000 or 1
 BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
@@ -47,8 +47,8 @@ class ModelDefinition(StrictModel):
 class SuiteEntry(StrictModel):
     """A grid: every model x workflow x batch size, at each model's default precision unless given."""
 
-    models: list[str] = Field(min_length=1)
-    workflows: list[str] = Field(min_length=1)
+    models: list[Name] = Field(min_length=1)
+    workflows: list[WorkflowName] = Field(min_length=1)
     batch_sizes: list[BatchSize] = Field(min_length=1)
     precision: Optional[Precision] = None
     input_len: int = Field(default=32, ge=1, le=8192)
@@ -61,10 +61,10 @@ class SuiteEntry(StrictModel):
 
 
 class Suite(StrictModel):
-    name: str
+    name: Name
     description: str
     # the suite's own models by name, beside the catalog's
-    models: dict[str, ModelDefinition] = {}
+    models: dict[Name, ModelDefinition] = {}
     entries: list[SuiteEntry] = Field(min_length=1)
     # each of `models` as built from its definition (an LLM's config.json read by the orchestrator, which fills this
     # when it loads a suite; a suite file never sets it): what the jobs carry to the workers

@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,16 +15,40 @@ from sqlalchemy import create_engine, text
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_URL = os.environ.get("MLCBENCH_TEST_POSTGRES_URL")
 NO_POSTGRES = "MLCBENCH_TEST_POSTGRES_URL is unset; run `eval \"$(bash .ci/postgres-setup.sh | tail -1)\"` first"
+# what the test session points mlcbench's (and torch's) default cache and store folders at, instead of the user's
+# ~/.cache/mlcbench (which every checkout on a machine shares) and ./results/mlcbench.db
+SESSION_FOLDERS = {"MLCBENCH_CACHE_DIR": "cache", "MLCBENCH_DB": "results/mlcbench.db",
+                   "TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton"}
+
+
+# set when pytest imports this file, before the conftest files below it (which import mlcbench, whose defaults read
+# them), and inherited by every subprocess
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="mlcbench-tests-"))
+for _variable, _folder in SESSION_FOLDERS.items():
+    os.environ[_variable] = f"sqlite:///{SESSION_ROOT / _folder}" if _variable == "MLCBENCH_DB" \
+        else str(SESSION_ROOT / _folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(SESSION_ROOT, ignore_errors=True)
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, past pytest's capture and -q: for a fixture that works for minutes before the first
+    test of its module reports (a reader of `make test` would otherwise see nothing)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
 
 
 @pytest.fixture
 def mlcbench(tmp_path):
-    """Run the CLI as a user would, in a scratch folder (so results/ lands there)."""
+    """Run the CLI as a user would, in a scratch folder (so results/, the default store's folder, lands there)."""
 
     def run(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "mlcbench.orchestrator", *args], cwd=tmp_path, capture_output=True,
                               text=True, timeout=timeout,
-                              env={**os.environ, **(env or {})})
+                              env={**os.environ, "MLCBENCH_DB": "sqlite:///results/mlcbench.db", **(env or {})})
 
     return run
 

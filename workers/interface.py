@@ -114,6 +114,22 @@ class Workflow:
         yield ()
 
 
+# a stored reason's most characters (Result.reason)
+REASON_CHARS = 500
+
+
+def error_reason(error: BaseException) -> str:
+    """An exception as one line of a stored reason: its type and every line of its message (a message whose first line
+    ends with ':' has its cause on the next ones), then the exceptions it was raised from."""
+    parts = []
+    cause: Optional[BaseException] = error
+    while cause is not None:
+        lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+        parts.append(f"{type(cause).__name__}: {' / '.join(lines)}" if lines else type(cause).__name__)
+        cause = cause.__cause__
+    return "; raised from ".join(parts)[:REASON_CHARS]
+
+
 def require(module: str, why: str = "") -> object:
     """Import a workflow's stack, turning its absence into Unsupported with a reason a user can act on."""
     import importlib
@@ -122,4 +138,4 @@ def require(module: str, why: str = "") -> object:
         return importlib.import_module(module)
     except Exception as error:  # ImportError, or a broken install raising anything on import
         detail = f" ({why})" if why else ""
-        raise Unsupported(f"{module} not importable{detail}: {type(error).__name__}: {error}".splitlines()[0]) from None
+        raise Unsupported(f"{module} not importable{detail}: {error_reason(error)}") from None

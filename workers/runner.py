@@ -15,7 +15,7 @@ from mlcbench.schema.protocol import LAUNCHED_AT_ENV, STARTUP_ENV, Startup
 from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.measurement.probes import gpu_info, host_cpu, host_cpus, package_versions
 from mlcbench.workers.exchange import append_line, append_model
-from mlcbench.workers.interface import Unsupported
+from mlcbench.workers.interface import Unsupported, error_reason
 
 
 def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_path: Optional[Path] = None) -> None:
@@ -50,7 +50,7 @@ class Outcome:
     """How a job ended in this worker: what its Result carries besides the job and the provenance."""
 
     status: Status
-    reason: Optional[str] = None  # one line: why unsupported / failed
+    reason: Optional[str] = None  # one line: why unsupported / failed (interface.error_reason)
     error: Optional[str] = None  # the traceback of a failure
     metrics: Metrics = field(default_factory=Metrics)
     correctness: Optional[Correctness] = None
@@ -67,9 +67,8 @@ def run_job(job: JobSpec, cache_dir: Path, launched_at: Optional[datetime] = Non
     except Unsupported as unsupported:
         outcome = Outcome("unsupported", str(unsupported))
     except Exception as exc:  # every failure becomes a result; the worker goes on with the next job
-        outcome = Outcome("oom" if _is_oom(exc) else "failed",
-                          f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500],
-                          traceback.format_exc()[-8000:], _memory_after_failure(job))
+        outcome = Outcome("oom" if _is_oom(exc) else "failed", error_reason(exc), traceback.format_exc()[-8000:],
+                          _memory_after_failure(job))
     finally:
         _release_memory(job)
     if gpu and gpu.uuid:

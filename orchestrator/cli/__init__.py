@@ -29,9 +29,10 @@ from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store
 from mlcbench.orchestrator.store.database import MACHINE_ERRNOS
 from mlcbench.orchestrator.store.redaction import mask, mask_url
-from mlcbench.orchestrator.suites import builtin_names, builtin_text, default_suite, get_suite, grid_suite
+from mlcbench.orchestrator.suites import (builtin_names, default_suite, get_suite, grid_suite, suite_file,
+                                           suite_text)
 from mlcbench.orchestrator.reports.tables import history_table, results_table
-from mlcbench.schema import FINAL_STATUSES, MODELS, JobSpec, Status
+from mlcbench.schema import FINAL_STATUSES, GPUS, MODELS, JobSpec, Status
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR
 
 # the statuses of jobs that did not end with an answer
@@ -179,6 +180,7 @@ def sweep(
     )
     envs = [load_env(name) for name in options.env_names]
     jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
+    refuse_models_larger_than_the_machine(jobs, target)
     if plan:
         print_plan(options, db)
         return
@@ -195,7 +197,7 @@ def sweep(
     store.check_writable()
     options.estimator = Estimator.from_results(store.cells(gpu_tag=target.tag))
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{escape(hardware(target))}[/], "
-                  f"env(s) {', '.join(options.env_names)}, store {store.safe_url}")
+                  f"env(s) {', '.join(options.env_names)}, store {escape(store.safe_url)}")
     if runtime is Runtime.slurm:
         sbatch = SbatchOptions(partition=partition, gres=gres, time=time_limit, cpus_per_task=cpus_per_task,
                               array_parallelism=array_parallelism, extra=_sbatch_args(sbatch_arg))
@@ -207,17 +209,16 @@ def sweep(
             report = sweeping.run(options, store, listener, stop=stop)
     except KeyboardInterrupt:
         report = sweeping.SweepReport(interrupted=True)
-    failed = any(result.status not in FINAL_STATUSES for result in report.stored)
-    workdirs.tidy(workdir, options.sweep_id, failed)
+    workdirs.tidy(workdir, options.sweep_id, report.went_wrong)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
-    console.print(closing_line(report, store, db), soft_wrap=True, highlight=False)
+    console.print(closing_line(report, store, db), soft_wrap=True, highlight=False, markup=False)
     if report.interrupted:
         resume = mask(shlex.join(["mlcbench", *map(_masked_word, sys.argv[1:])]), store.secrets)
         print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
               file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED)
-    if failed:
+    if report.went_wrong:
         raise typer.Exit(ExitCode.JOBS_FAILED)
 
 
@@ -248,6 +249,35 @@ def warn_of_large_models_on_a_cpu(jobs: list[JobSpec], target: Target) -> None:
     print(f"warning: on a CPU: {len(large)} job(s) of {', '.join(models)} (each of ≥ "
           f"{LARGE_ON_A_CPU / 1e9:g}B parameters), at batch up to {max(job.batch_size for job in large)}, may each "
           f"take hours; --model and --batch-size pick fewer, --suite smoke is sized for a CPU", file=sys.stderr)
+
+
+def refuse_models_larger_than_the_machine(jobs: list[JobSpec], target: Target) -> None:
+    """A UsageError, before a worker allocates anything, naming each model whose weights alone outgrow the memory
+    they would be built in: the host's on a CPU, the GPU's where it is known (an absurd config, 10^6 layers, would
+    otherwise allocate until the machine runs out)."""
+    memory, where = machine_memory(target)
+    if memory is None:
+        return
+    too_large = {}
+    for job in jobs:
+        weights = job.info.weight_bytes(job.precision)
+        if weights is not None and weights > memory:
+            too_large[job.model] = f"{job.model} ({job.info.parameter_count():,} parameters: {weights / 1e9:,.1f} GB " \
+                                   f"at {job.precision})"
+    if too_large:
+        raise UsageError(f"the weights alone of {', '.join(too_large.values())} outgrow {where} "
+                         f"({memory / 1e9:,.1f} GB): check the config's sizes, or run on a larger machine")
+
+
+def machine_memory(target: Target) -> tuple[Optional[int], str]:
+    """The memory a job's model is built in, and what it is, in words: None where it is not known."""
+    if target.device == "cpu":
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host's memory"
+    known = [gpu.memory_total_bytes for gpu in target.gpus if gpu.memory_total_bytes]
+    if known:
+        return min(known), "the GPU's memory"
+    peaks = GPUS.get(target.tag)
+    return (int(peaks.memory_gb * 1e9), f"a {target.tag}'s memory") if peaks is not None else (None, "")
 
 
 def hardware(target: Target) -> str:
@@ -285,17 +315,20 @@ def usable_folder(path: Path, option: str) -> None:
 
 
 def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:
-    """'N ok · M unsupported · K failed/crashed/oom/timeout', what was skipped, where it is, how to see failures."""
+    """'N ok · M unsupported · K failed/crashed/oom/timeout · C failed check(s) · L lost process(es)', what was
+    skipped, where it is, how to see what went wrong."""
     counts = Counter(result.status for result in report.stored)
-    failed = sum(counts[status] for status in FAILURES)
-    line = (f"{counts['ok']} ok · {counts['unsupported']} unsupported · {failed} {'/'.join(FAILURES)}"
+    line = (f"{counts['ok']} ok · {counts['unsupported']} unsupported · {report.failed_jobs} {'/'.join(FAILURES)}"
+            f" · {report.failed_checks} failed check(s) · {report.lost_processes} lost process(es)"
             + (f" · {report.skipped} skipped (already stored for this env and GPU; --rerun to run again)"
                if report.skipped else "")
             + (f" · {report.recovered} process result(s) of a killed sweep read back" if report.recovered else "")
             + f"; store {store.safe_url}")
-    if failed:
-        where = "" if db == DEFAULT_DB else f" --db {shlex.quote(store.safe_url)}"
+    where = "" if db == DEFAULT_DB else f" --db {shlex.quote(store.safe_url)}"
+    if report.failed_jobs:
         line += f"; see why: mlcbench results{where} --status {','.join(FAILURES)}"
+    elif report.went_wrong:
+        line += f"; see why (the reason column): mlcbench results{where}"
     return line
 
 
@@ -346,10 +379,14 @@ def results(
 @app.command()
 @exits_cleanly
 def suites(show: Annotated[Optional[str], typer.Option(
-        help="print this built-in suite's TOML file, to copy, edit and run with --suite FILE.toml")] = None) -> None:
-    """List the built-in suites, or print one (--show NAME)."""
+        help="print this built-in suite's TOML file, to copy, edit and run with --suite FILE.toml (or a suite "
+             "file's, once it is found valid)")] = None) -> None:
+    """List the built-in suites, or print one (--show NAME or FILE.toml)."""
     if show is not None:
-        print(builtin_text(show), end="")
+        text = suite_text(show, "--show")
+        if suite_file(show) is not None:
+            get_suite(show)  # a suite file's problems, named as --suite names them
+        print(text, end="")
         return
     for name in builtin_names():
         console.print(f"[bold]{name}[/]: {get_suite(name).description}")

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
+from mlcbench.orchestrator.reports.fmt import printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.redaction import forget, mask_remembered
@@ -160,10 +161,9 @@ class ProgressListener:
         if self._task is not None:
             task = self._progress.tasks[self._task]
             where = f"  [dim]({task.completed:g}/{task.total:g} processes, eta {self._eta.remaining()})[/]"
-        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {escape(result.job.label())}{count}"
-                                     + (f"  [dim]{escape(result.reason)}[/]" if result.reason and result.status != "ok"
-                                        else "") + where,
-                                     highlight=False)
+        reason = f"  [dim]{escape(printable(result.reason))}[/]" if result.reason and result.status != "ok" else ""
+        self._progress.console.print(f"  [{style}]{result.status:<11}[/] {escape(printable(result.job.label()))}{count}"
+                                     + reason + where, highlight=False)
 
     def stopping(self) -> None:
         """The first Ctrl-C: said at once, the jobs in flight still end and are stored."""

@@ -38,6 +38,13 @@ def _selected(db: str, selection: Selection) -> tuple[Store, list[Result]]:
     return store, results
 
 
+def _store_files(*urls: str) -> list[Path]:
+    """The files of the SQLite stores a command reads, with their journals: an output may be none of them."""
+    files = [path for path in map(sqlite_file, urls) if path is not None]
+    return [companion for path in files
+            for companion in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))]
+
+
 def _existing_store(path_or_url: str) -> str:
     url = store_url(path_or_url)
     path = sqlite_file(url)
@@ -59,10 +66,11 @@ def report(
     """Tables of the stored results (support, throughput, speedup, compile cost, correctness, P3, provenance)."""
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
                           workflows=split(workflow, "--workflow"))
+    reads = _store_files(db)
     if markdown is not None and markdown != STDOUT:
-        output_file(markdown, "--markdown")
+        output_file(markdown, "--markdown", reads)
     if html is not None:
-        output_file(output_folder(html, "--html") / "index.html", "--html")
+        output_file(output_folder(html, "--html") / "index.html", "--html", reads)
     store, results = _selected(db, selection)
     if not results:
         return
@@ -166,7 +174,7 @@ def export(
     if output_format == "parquet" and out is None:
         raise UsageError("--format parquet needs --out FILE")
     if out is not None:
-        output_file(out, "--out")
+        output_file(out, "--out", _store_files(db))
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
                           workflows=split(workflow, "--workflow"), statuses=statuses(status))
     _, results = _selected(db, selection)

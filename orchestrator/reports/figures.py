@@ -39,14 +39,21 @@ def _batch_axis(axes, batches: list[int]) -> None:
 
 
 def _series(rows: list[PerfRow]) -> dict[str, list[PerfRow]]:
-    """One line per workflow (and env, when the figure holds several), ok points only, by batch."""
+    """One line per workflow (and env, when the figure holds several), ok points only, by batch; its label says what
+    the tables say of its points: "(not compiled)", or why they carry no verdict (n=1, ...)."""
     several_envs = len({row.env for row in rows}) > 1
     lines: dict[str, list[PerfRow]] = defaultdict(list)
     for row in sorted(rows, key=lambda r: (workflow_order(r.workflow), r.env, r.batch)):
         if row.value is not None:
-            label = f"{row.workflow} ({row.env})" if several_envs else row.workflow
-            lines[label].append(row)
-    return lines
+            lines[f"{row.workflow} ({row.env})" if several_envs else row.workflow].append(row)
+    return {name + _caveat(points): points for name, points in lines.items()}
+
+
+def _caveat(points: list[PerfRow]) -> str:
+    if any(point.not_compiled for point in points):
+        return " (not compiled)"
+    reasons = sorted({point.no_verdict for point in points if point.no_verdict})
+    return f" ({', '.join(reasons)}: no verdict)" if reasons else ""
 
 
 def _error_bars(axes, points: list[PerfRow], color: str) -> None:

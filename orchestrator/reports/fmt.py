@@ -3,6 +3,13 @@
 from typing import TYPE_CHECKING, Optional
 
 
+def printable(text: str) -> str:
+    """Stored text as it may reach a terminal: a character that would act on it (an escape sequence, a control)
+    written as Python writes it ('\\x1b'). Names are checked where they enter; stores written before may hold any."""
+    return "".join(char if char.isprintable() or char == "\n" else char.encode("unicode_escape").decode("ascii")
+                   for char in text)
+
+
 def number(value: Optional[float], digits: int = 1) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 

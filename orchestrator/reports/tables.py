@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mlcbench.orchestrator.reports.data import deciding_timing, wide
+from mlcbench.orchestrator.reports.fmt import printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
 
@@ -57,8 +58,13 @@ def _model(job: JobSpec) -> str:
     return f"{job.model} (weights {job.model_path})" if job.model_path else job.model
 
 
+def _stored(text: str) -> Text:
+    """Stored text in a cell: never read as markup, nothing in it acting on the terminal."""
+    return Text(printable(text))
+
+
 def wide_table(results: list[Result], title: str) -> Table:
-    table = Table(title=title, show_lines=False)
+    table = Table(title=_stored(title), show_lines=False)
     for name, justify in [("gpu", "left"), ("env", "left"), ("model", "left"), ("workflow", "left"),
                           ("prec", "left"), ("batch", "right"), ("status", "left"), ("median ms", "right"),
                           ("TFLOPS / tok/s", "right"), ("compile s", "right"), ("correct", "left"),
@@ -69,10 +75,10 @@ def wide_table(results: list[Result], title: str) -> Table:
         correct = "" if result.correctness is None else ("yes" if result.correctness.passed else "[red]NO[/]")
         style = terminal_style(result.status)
         table.add_row(
-            result.provenance.gpu_tag or "", result.provenance.env or "", _model(job), job.workflow_label(), job.precision,
-            str(job.batch_size), f"[{style}]{result.status}[/]",
+            _stored(result.provenance.gpu_tag or ""), _stored(result.provenance.env or ""), _stored(_model(job)),
+            _stored(job.workflow_label()), job.precision, str(job.batch_size), f"[{style}]{result.status}[/]",
             _median(metrics.latency), _throughput(result),
-            _num(metrics.compile_s), correct, (result.reason or "")[:80],
+            _num(metrics.compile_s), correct, _stored((result.reason or "")[:80]),
         )
     return table
 
@@ -81,7 +87,8 @@ def compact_table(results: list[Result], title: str) -> Table:
     """The job and its reason share a column that wraps between words; gpu and env are in the title when they are
     the same for every row."""
     places = {_where(result) for result in results}
-    table = Table(title=title + (f" ({next(iter(places))})" if len(places) == 1 else ""), box=box.SIMPLE_HEAD)
+    table = Table(title=_stored(title + (f" ({next(iter(places))})" if len(places) == 1 else "")),
+                  box=box.SIMPLE_HEAD)
     if len(places) > 1:
         table.add_column("gpu env")
     table.add_column("job", ratio=1)
@@ -90,21 +97,21 @@ def compact_table(results: list[Result], title: str) -> Table:
     table.add_column("compile s", justify="right", no_wrap=True)
     for result in results:
         job, metrics = result.job, result.metrics
-        label = Text(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
+        label = _stored(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
         if result.reason:
-            label.append(f"\n{result.reason}", style="dim")
+            label.append(f"\n{printable(result.reason)}", style="dim")
         status = Text(result.status, style=terminal_style(result.status))
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")
         figure = _throughput(result) or (f"{_num(metrics.latency.median_ms, 3)} ms" if metrics.latency else "")
         cells = [label, status, figure, _num(metrics.compile_s)]
-        table.add_row(*([_where(result)] if len(places) > 1 else []), *cells)
+        table.add_row(*([_stored(_where(result))] if len(places) > 1 else []), *cells)
     return table
 
 
 def history_table(results: Iterable[Result], title: str) -> Table:
     """Attempts in the order they were stored, each with when it ended and the sweep that stored it."""
-    table = Table(title=title, box=box.SIMPLE_HEAD)
+    table = Table(title=_stored(title), box=box.SIMPLE_HEAD)
     for name, justify in [("ended (UTC)", "left"), ("sweep", "left"), ("gpu env", "left"), ("job", "left"),
                           ("status", "left"), ("speed", "right")]:
         table.add_column(name, justify=justify, overflow="fold")
@@ -113,7 +120,8 @@ def history_table(results: Iterable[Result], title: str) -> Table:
         ended = provenance.ended_at or provenance.started_at
         figure = _throughput(result) or (f"{_num(result.metrics.latency.median_ms, 3)} ms" if result.metrics.latency
                                          else "")
-        table.add_row(f"{ended:%Y-%m-%d %H:%M:%S}" if ended else "", provenance.sweep_id or "", _where(result),
-                      f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}",
+        table.add_row(f"{ended:%Y-%m-%d %H:%M:%S}" if ended else "", _stored(provenance.sweep_id or ""),
+                      _stored(_where(result)),
+                      _stored(f"{job.model} {job.workflow_label()} {job.precision} b{job.batch_size}"),
                       Text(result.status, style=terminal_style(result.status)), figure)
     return table

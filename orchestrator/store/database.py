@@ -14,6 +14,7 @@ import os
 import sqlite3
 import time
 import weakref
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, NamedTuple, Optional
@@ -23,9 +24,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event, select,
-                        text)
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event,
+                        inspect, select, text)
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
@@ -35,7 +36,9 @@ from mlcbench.orchestrator.planner import measured_in_full
 from mlcbench.orchestrator.store.redaction import mask, mask_url, remember, url_secrets
 from mlcbench.schema import FINAL_STATUSES, Calibration, JobSpec, Result
 
-DEFAULT_DB = "sqlite:///results/mlcbench.db"
+# the store where --db is not given: MLCBENCH_DB where set (the tests set it), else results/mlcbench.db here
+DB_VARIABLE = "MLCBENCH_DB"
+DEFAULT_DB = os.environ.get(DB_VARIABLE) or "sqlite:///results/mlcbench.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # any constant: PostgreSQL advisory lock that serializes the migrations of orchestrators starting at once
 MIGRATION_LOCK_KEY = 0x6D6C6362
@@ -98,9 +101,11 @@ class ResultRow(Base):
 
 
 def _columns(result: Result) -> dict:
+    """A result's row; a UsageError where a value is longer than its column holds (PostgreSQL would refuse it only
+    at the insert, SQLite never), so that every backend takes the same rows (merge brings in older stores' names)."""
     job, metrics, provenance = result.job, result.metrics, result.provenance
     gpu = provenance.gpu
-    return dict(
+    columns = dict(
         job_id=result.job_id, env=provenance.env or "?", gpu_tag=provenance.gpu_tag or "?", model=job.model,
         workflow=job.workflow, precision=job.precision, batch_size=job.batch_size, status=result.status,
         reason=result.reason, median_ms=metrics.latency.median_ms if metrics.latency else None,
@@ -111,6 +116,12 @@ def _columns(result: Result) -> dict:
         image_digest=provenance.image_digest, git_rev=provenance.git_rev, started_at=provenance.started_at,
         ended_at=provenance.ended_at, stored_at=datetime.now(timezone.utc), result_json=result.model_dump_json(),
     )
+    for name, value in columns.items():
+        limit = getattr(ResultRow.__table__.c[name].type, "length", None)
+        if isinstance(value, str) and limit is not None and len(value) > limit:
+            raise UsageError(f"cannot store {value[:limit]!r}... as a result's {name}: {len(value)} characters, more "
+                             f"than the store's {limit}; nothing was stored")
+    return columns
 
 
 Filter = Optional[Iterable[str] | str]
@@ -343,7 +354,10 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
             raise UsageError(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
                              f"writable or choose another --db")
     if read_only:
-        return _read_only_sqlite(path)  # type: ignore[arg-type]
+        opened = _read_only_sqlite(path)  # type: ignore[arg-type]
+        with opened.engine.connect() as connection:
+            _refuse_unless_a_store(connection, url)
+        return opened
     try:
         engine = create_engine(url) if pooled else create_engine(url, poolclass=NullPool)
     except ArgumentError:
@@ -352,18 +366,28 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
     except (ImportError, ValueError) as error:
         raise UsageError(f"cannot use --db {safe_url(url)}: {mask(str(error), url_secrets(url))}") from None
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_pragmas if create else _sqlite_reading_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     try:
-        with engine.connect():
-            pass
+        with engine.connect() as connection:
+            if not create:
+                _refuse_unless_a_store(connection, url)
+    except UsageError:
+        engine.dispose()
+        raise
     except DBAPIError as error:
-        message = f"cannot open the result store {safe_url(url)}: {failure(error, url)}"
-        if _refused_for_what_was_asked(error, engine.dialect.name):
-            raise UsageError(f"{message}; check --db") from None
-        raise EnvironmentFailure(f"{message}; start the database server or mend the network, then run the same "
-                                 f"command again") from None
+        diagnosis = diagnose(error, engine.dialect.name)
+        raise diagnosis.kind(f"cannot open the result store {safe_url(url)}: {failure(error, url)}; "
+                             f"{diagnosis.advice}") from None
     return OpenedStore(engine, read_only=False)
+
+
+def _refuse_unless_a_store(connection: Connection, url: str) -> None:
+    """A UsageError unless the database holds mlcbench's tables: a command that only reads never creates them in an
+    empty database or another program's."""
+    if not set(inspect(connection).get_table_names()) & {"results", "alembic_version"}:
+        raise UsageError(f"{safe_url(url)} is not an mlcbench result store (an empty database, or another program's: "
+                         f"it has no results table); check --db (a sweep creates a store)")
 
 
 def _read_only_sqlite(path: Path) -> OpenedStore:
@@ -393,25 +417,51 @@ def _read_only_sqlite(path: Path) -> OpenedStore:
     return OpenedStore(engine, read_only=True, warning=warning)
 
 
-# SQLSTATE classes of a server that answered and refused what it was asked: invalid authorization (a wrong user or
-# password), no such database
-_REFUSALS = ("28", "3D")
 # what an OSError says when the machine failed (a full disk or quota, an I/O error), not the path the user gave
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
-# SQLite result codes of a machine that failed, not of a wrong --db: SQLITE_NOMEM, SQLITE_BUSY, SQLITE_LOCKED,
-# SQLITE_IOERR, SQLITE_FULL (primary codes; an extended code carries one in its low byte)
-_SQLITE_BUSY = 5
-_SQLITE_MACHINE_FAILURES = frozenset({7, _SQLITE_BUSY, 6, 10, 13})
+# SQLite's primary result codes (an extended code carries one in its low byte)
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_NOMEM, _SQLITE_IOERR, _SQLITE_FULL = 5, 6, 7, 10, 13
+# SQLSTATE classes of a server that answered and refused what it was asked
+_BAD_LOGIN, _NO_SUCH_DATABASE = "28", "3D"
+# what libpq says where a refused connection carries no SQLSTATE (psycopg raises it before a session exists)
+_BAD_LOGIN_WORDS = ("password authentication failed", "no password supplied", 'role "', "authentication failed")
+_NO_SUCH_DATABASE_WORDS = ("does not exist",)
+RETRY = "then run the same command again"
 
 
-def _refused_for_what_was_asked(error: DBAPIError, dialect: str) -> bool:
-    """A mistake in --db (a SQLite file that is not a store, a wrong password or database name), rather than a server
-    that does not answer."""
+@dataclass(frozen=True)
+class Diagnosis:
+    """Whose the failure to open a store is (a UsageError: the user's --db; an EnvironmentFailure: the machine's),
+    and what to do about it."""
+
+    kind: type[Exception]
+    advice: str
+
+
+def diagnose(error: DBAPIError, dialect: str) -> Diagnosis:
+    """Why a database refused to open, from SQLite's result code or the server's SQLSTATE (libpq's message where a
+    refused connection has none)."""
     if dialect == "sqlite":
-        code = getattr(error.orig, "sqlite_errorcode", None)
-        return code is None or code & 0xFF not in _SQLITE_MACHINE_FAILURES
-    sqlstate = getattr(error.orig, "sqlstate", None)
-    return isinstance(sqlstate, str) and sqlstate.startswith(_REFUSALS)
+        code = (getattr(error.orig, "sqlite_errorcode", None) or 0) & 0xFF
+        if code == _SQLITE_FULL:
+            return Diagnosis(EnvironmentFailure, f"the disk that holds it is full: free space, {RETRY}")
+        if code in (_SQLITE_IOERR, _SQLITE_NOMEM):
+            return Diagnosis(EnvironmentFailure, f"the machine failed reading or writing it: mend the disk or free "
+                                                 f"memory, {RETRY}")
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return Diagnosis(EnvironmentFailure, f"another process holds it locked: wait for it to end, {RETRY}")
+        return Diagnosis(UsageError, "check --db")
+    sqlstate = getattr(error.orig, "sqlstate", None) or ""
+    said = str(error.orig)
+    if sqlstate.startswith(_NO_SUCH_DATABASE) or (not sqlstate and "database" in said
+                                                   and any(words in said for words in _NO_SUCH_DATABASE_WORDS)):
+        return Diagnosis(UsageError, "no such database on that server: check the database name in --db, or create "
+                                     "it (createdb NAME)")
+    if sqlstate.startswith(_BAD_LOGIN) or (not sqlstate and any(words in said for words in _BAD_LOGIN_WORDS)):
+        return Diagnosis(UsageError, "the server refused the login: check the user name and password in --db")
+    if sqlstate:
+        return Diagnosis(EnvironmentFailure, f"the database server answered but could not serve it: mend it, {RETRY}")
+    return Diagnosis(EnvironmentFailure, f"start the database server or mend the network, {RETRY}")
 
 
 def _refuse_unencoded_at(url: str) -> None:
@@ -429,6 +479,15 @@ def failure(error: DBAPIError, url: str) -> str:
     URL's credentials masked."""
     reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else type(error).__name__
     return mask(reason, url_secrets(url))
+
+
+def _sqlite_reading_pragmas(connection, _record) -> None:
+    """A command that only reads: the file's journal mode stays as it is (a store is WAL already; another program's
+    database is not switched)."""
+    connection.isolation_level = None
+    cursor = connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
 
 
 def _sqlite_pragmas(connection, _record) -> None:

@@ -21,7 +21,8 @@ from mlcbench.orchestrator.runtimes.registry import start_runtime
 from mlcbench.orchestrator.store import Store, provenance, record
 from mlcbench.orchestrator.sweep import recovery, schedule
 from mlcbench.orchestrator.sweep.cells import CellAttempt, WorkerScope, on_gpu
-from mlcbench.schema import OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result, Suite
+from mlcbench.schema import (FINAL_STATUSES, OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result,
+                             Suite)
 from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, Startup, new_sweep_id
 
 JOIN_POLL_S = 0.2
@@ -62,6 +63,28 @@ class SweepReport:
     interrupted: bool = False
     # process results that the workers of a killed sweep had written and that this sweep stored (recovery.recover)
     recovered: int = 0
+
+    @property
+    def failed_jobs(self) -> int:
+        """Cells whose attempt ended without an answer (failed, crashed, oom, timeout)."""
+        return sum(result.status not in FINAL_STATUSES for result in self.stored)
+
+    @property
+    def failed_checks(self) -> int:
+        """Cells that ran and gave a wrong answer: their correctness check against eager failed."""
+        return sum(result.status == "ok" and result.correctness is not None and not result.correctness.passed
+                   for result in self.stored)
+
+    @property
+    def lost_processes(self) -> int:
+        """Worker processes of ok cells that crashed or failed after others had run (a warm start that fails)."""
+        return sum(result.metrics.latency.lost_processes for result in self.stored
+                   if result.status == "ok" and result.metrics.latency is not None)
+
+    @property
+    def went_wrong(self) -> bool:
+        """Anything a script must not take for success: the sweep's exit code says so (ExitCode.JOBS_FAILED)."""
+        return bool(self.failed_jobs or self.failed_checks or self.lost_processes)
 
 
 class SweepListener:

@@ -8,8 +8,9 @@ import docker.errors
 import pytest
 
 from mlcbench.orchestrator.envs import load_env
-from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, ensure_image
+from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, ensure_image, find_image
 from mlcbench.orchestrator.errors import EnvironmentFailure
+from tests.conftest import say
 
 # what .ci/docker-setup.sh makes with debootstrap, so that no build pulls a base image
 BASE_IMAGE = "mlcbench-base/debian:bookworm"
@@ -37,6 +38,10 @@ def build_options() -> BuildOptions:
 
 
 @pytest.fixture(scope="module")
-def cpu_image(client, build_options) -> EnvImage:
+def cpu_image(client, build_options, pytestconfig) -> EnvImage:
     """The cpu env's image of its current files, built through mlcbench's own build path where it is not there."""
-    return ensure_image(client, load_env("cpu"), build_options)
+    env = load_env("cpu")
+    if find_image(client, env, build_options) is None:
+        say(pytestconfig, "building the cpu env's image for the tests that run containers (minutes, once per change "
+                          "of envs/cpu) ...")
+    return ensure_image(client, env, build_options)

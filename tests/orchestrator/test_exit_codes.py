@@ -13,6 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg
+import psycopg.errors as psycopg_errors
 import pytest
 from sqlalchemy.exc import ProgrammingError
 from typer.testing import CliRunner
@@ -20,7 +22,7 @@ from typer.testing import CliRunner
 from mlcbench.orchestrator import cli, sweep as sweeping
 from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator import errors
-from mlcbench.orchestrator.errors import ExitCode
+from mlcbench.orchestrator.errors import ExitCode, UsageError
 from mlcbench.orchestrator.runtimes import slurm
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
@@ -260,7 +262,7 @@ def test_a_job_file_s_batch_size_must_be_a_whole_number_not_one_json_could_becom
 def test_a_sqlite_store_on_a_full_disk_is_the_machine_s_failure_and_a_file_that_is_no_store_the_user_s(tmp_path):
     from sqlalchemy.exc import OperationalError
 
-    from mlcbench.orchestrator.store.database import _refused_for_what_was_asked
+    from mlcbench.orchestrator.store.database import diagnose
 
     def error_of(path: Path, *statements: str) -> OperationalError:
         connection = sqlite3.connect(path)
@@ -273,10 +275,58 @@ def test_a_sqlite_store_on_a_full_disk_is_the_machine_s_failure_and_a_file_that_
 
     full = error_of(tmp_path / "full.db", "CREATE TABLE t (x BLOB)", "PRAGMA max_page_count=2",
                     "INSERT INTO t VALUES (zeroblob(100000))")
-    assert "full" in str(full.orig) and not _refused_for_what_was_asked(full, "sqlite")
+    assert "full" in str(full.orig)
+    diagnosis = diagnose(full, "sqlite")
+    assert diagnosis.kind is errors.EnvironmentFailure and "free space" in diagnosis.advice
+    assert "database server" not in diagnosis.advice
     (tmp_path / "text.db").write_text("hi, not a database" * 100)
     not_a_store = error_of(tmp_path / "text.db", "SELECT * FROM sqlite_master")
-    assert _refused_for_what_was_asked(not_a_store, "sqlite")
+    assert diagnose(not_a_store, "sqlite").kind is UsageError
+
+
+def _refused(orig: Exception):
+    from sqlalchemy.exc import OperationalError
+
+    return OperationalError("connect", None, orig)
+
+
+@pytest.mark.parametrize("orig, advice", [
+    (psycopg_errors.InvalidPassword('password authentication failed for user "u"'),
+     "check the user name and password"),
+    (psycopg_errors.InvalidCatalogName('database "nope" does not exist'), "check the database name in --db"),
+    # libpq's refusals before a session exists carry no SQLSTATE: their words tell them apart
+    (psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  '
+                              'password authentication failed for user "u"'), "check the user name and password"),
+    (psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  '
+                              'database "nope" does not exist'), "check the database name in --db"),
+])
+def test_a_wrong_password_or_a_missing_database_is_the_user_s_mistake_with_its_own_advice(orig, advice):
+    from mlcbench.orchestrator.store.database import diagnose
+
+    diagnosis = diagnose(_refused(orig), "postgresql")
+    assert diagnosis.kind is UsageError and advice in diagnosis.advice
+
+
+def test_a_server_that_does_not_answer_is_the_machine_s_failure():
+    from mlcbench.orchestrator.store.database import diagnose
+
+    diagnosis = diagnose(_refused(psycopg.OperationalError(
+        'connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused')), "postgresql")
+    assert diagnosis.kind is errors.EnvironmentFailure and "start the database server" in diagnosis.advice
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("change, advice", [({"password": "not-the-password"}, "check the user name and password"),
+                                            ({"database": "mlcbench_no_such_db"}, "check the database name")])
+def test_a_real_server_refusing_a_login_or_a_database_is_exit_2_with_its_advice(change, advice):
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import NO_POSTGRES, POSTGRES_URL
+
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    url = make_url(POSTGRES_URL).set(**change).render_as_string(hide_password=False)
+    one_error_line(runner.invoke(app, ["results", "--db", url]), ExitCode.USAGE, advice)
 
 
 def test_a_full_disk_where_the_store_would_be_made_is_exit_1(tmp_path, monkeypatch, no_runs):

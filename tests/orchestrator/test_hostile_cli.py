@@ -158,3 +158,32 @@ def test_the_work_folders_of_ended_sweeps_go_but_the_latest_failed_ones_stay(tmp
     second_failure = sweep(killed, "--batch-size", "2")
     assert len(second_failure) == 1 and second_failure != first_failure
     assert running.is_dir()
+
+
+READ_ONLY_COMMANDS = [["results"], ["results", "--history"], ["report"], ["export"],
+                      ["compare", "--env", "a", "--env", "b"]]
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_another_program_s_database_is_refused_and_not_touched(tmp_path, command):
+    """No mlcbench table is added and the journal mode is not switched to WAL: the file is byte for byte as it was."""
+    import sqlite3
+
+    path = tmp_path / "theirs.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE notes (body TEXT)")
+        connection.execute("INSERT INTO notes VALUES ('mine')")
+    connection.close()
+    before = digest(path)
+    done = runner.invoke(app, [*command, "--db", f"sqlite:///{path}"])
+    one_error_line(done, ExitCode.USAGE, f"sqlite:///{path} is not an mlcbench result store")
+    assert digest(path) == before and sorted(entry.name for entry in tmp_path.iterdir()) == ["theirs.db"]
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_an_empty_file_is_refused_not_made_a_store(tmp_path, command):
+    path = tmp_path / "empty.db"
+    path.touch()
+    one_error_line(runner.invoke(app, [*command, "--db", f"sqlite:///{path}"]), ExitCode.USAGE,
+                   "is not an mlcbench result store (an empty database")
+    assert path.stat().st_size == 0

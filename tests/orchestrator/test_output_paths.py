@@ -113,3 +113,30 @@ def test_a_dash_writes_to_stdout(tmp_path):
     done = runner.invoke(app, ["export", "--out", "-", "--db", url])
     assert done.exit_code == 0 and done.stdout.startswith("gpu,env,model")
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("through_a_link", [False, True])
+@pytest.mark.parametrize("command", FILE_OPTIONS)
+def test_the_store_itself_as_the_output_is_refused_and_left_whole(tmp_path, command, through_a_link):
+    path, url = store_of(tmp_path)
+    before = path.read_bytes()
+    output = path
+    if through_a_link:
+        output = tmp_path / "out.csv"
+        output.symlink_to(path)
+    done = runner.invoke(app, [*command, str(output), "--db", url])
+    one_error_line(done, ExitCode.USAGE, f"{command[-1]} {output}: ")
+    assert "which this command reads" in done.stderr and done.stdout == ""
+    assert path.read_bytes() == before
+
+
+def test_a_store_named_index_html_in_the_html_folder_is_refused(tmp_path):
+    _, url = store_of(tmp_path)
+    folder = tmp_path / "html"
+    folder.mkdir()
+    store = folder / "index.html"
+    (tmp_path / "store.db").rename(store)
+    before = store.read_bytes()
+    done = runner.invoke(app, ["report", "--html", str(folder), "--db", f"sqlite:///{store}"])
+    one_error_line(done, ExitCode.USAGE, "which this command reads")
+    assert store.read_bytes() == before

@@ -11,7 +11,9 @@ from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.errors import ExitCode
 from mlcbench.orchestrator.reports.tables import results_table
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from mlcbench.schema import Correctness, JobSpec, Metrics, Result
 from tests.orchestrator.stores import JOB, tagged
+from tests.orchestrator.test_repetition import _timed
 from tests.orchestrator.test_store_history import KillingRuntime
 
 runner = CliRunner()
@@ -23,16 +25,50 @@ def test_a_sweep_with_failures_says_so_at_the_end_and_exits_3(tmp_path, monkeypa
     monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0))
     ok = runner.invoke(app, [*TINY, "--batch-size", "1,2", "--db", db, "--workdir", str(tmp_path / "w")])
     assert ok.exit_code == ExitCode.OK, ok.output
-    assert ok.stdout.strip().splitlines()[-1] == f"2 ok · 0 unsupported · 0 failed/oom/timeout/crashed; store {db}"
+    assert ok.stdout.strip().splitlines()[-1] == (f"2 ok · 0 unsupported · 0 failed/oom/timeout/crashed · 0 failed "
+                                                  f"check(s) · 0 lost process(es); store {db}")
 
     monkeypatch.setattr(sweeping, "make_runtime", lambda env, _o, _g: KillingRuntime(env))
     failed = runner.invoke(app, [*TINY, "--db", db, "--workdir", str(tmp_path / "w")])
     assert failed.exit_code == ExitCode.JOBS_FAILED, failed.output
     last = failed.stdout.strip().splitlines()[-1]
-    assert last.startswith("0 ok · 0 unsupported · 2 failed/oom/timeout/crashed · 2 skipped (already stored")
+    assert last.startswith("0 ok · 0 unsupported · 2 failed/oom/timeout/crashed · 0 failed check(s) · 0 lost "
+                           "process(es) · 2 skipped (already stored")
     assert last.endswith(f"see why: mlcbench results --db {db} --status failed,oom,timeout,crashed")
     listed = runner.invoke(app, ["results", "--db", db, "--status", "failed,oom,timeout,crashed"])
     assert listed.exit_code == 0 and "2 stored result(s)" in listed.output
+
+
+def test_a_wrong_answer_or_a_lost_process_is_counted_in_the_closing_line_and_exits_3(tmp_path, monkeypatch):
+    """A cell whose check failed against eager, and one whose second worker process crashed (a warm start that
+    fails), both end `ok`: the closing line counts them and the exit code is not 0."""
+    suite = tmp_path / "two.toml"
+    suite.write_text('name = "two"\ndescription = "two processes a cell"\n[[entries]]\nmodels = ["matmul-small"]\n'
+                     'workflows = ["eager"]\nbatch_sizes = [1, 2]\nrepetition = { processes = 2 }\n')
+    processes: dict[int, int] = {}
+
+    def answer(job: JobSpec) -> Result | None:
+        processes[job.batch_size] = processes.get(job.batch_size, 0) + 1
+        if job.batch_size == 1 and processes[1] == 2:
+            return None  # the worker dies in the cell's second process
+        timed = _timed(job, [1.0, 1.1, 0.9])
+        if job.batch_size == 2:
+            wrong = Correctness(tolerance=1e-3, passed=False, rel_l2_error=0.2)
+            timed = timed.model_copy(update={"correctness": wrong, "metrics": Metrics(
+                latency=timed.metrics.latency.model_copy(update={"processes": [
+                    timed.metrics.latency.processes[0].model_copy(update={"correctness": wrong})]}),
+                tflops=timed.metrics.tflops)})
+        return timed
+
+    monkeypatch.setattr(sweeping, "make_runtime",
+                        lambda env, _o, _g: SimulatedRuntime(env, lambda job: 0.0, answer=answer))
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    done = runner.invoke(app, ["sweep", "--suite", str(suite), "--db", db, "--workdir", str(tmp_path / "w")])
+    assert done.exit_code == ExitCode.JOBS_FAILED, done.output
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("2 ok · 0 unsupported · 0 failed/oom/timeout/crashed · 1 failed check(s) · 1 lost "
+                           "process(es); store"), last
+    assert last.endswith(f"see why (the reason column): mlcbench results --db {db}")
 
 
 def test_empty_filters_are_refused_not_everything(tmp_path):

@@ -346,3 +346,18 @@ def test_a_cell_whose_cold_and_warm_processes_ran_different_programs_is_reported
                          r"\[[\d.–]+\] n=3", flat)
     [cost] = cost_rows([result])
     assert (cost.compile_cold_s, cost.compile_cold_n, cost.compile_warm_s, cost.compile_warm_n) == (180.0, 3, 51.0, 3)
+
+
+def test_a_figure_s_legend_says_what_the_tables_say_of_its_points(tmp_path: Path, monkeypatch):
+    """The smoke report drew a torch_compile line that compiled nothing, from one process (its table: "(not
+    compiled)", "n=1"), as a plain workflow beside eager."""
+    drawn = []
+    monkeypatch.setattr(figures, "_save", lambda figure, out_dir, filename: drawn.append(figure))
+    compiled = cell("tinyllama-1.1b", "torch_compile", [1.0])
+    nothing = compiled.model_copy(update={"metrics": compiled.metrics.model_copy(update={
+        "applied": compiled.metrics.applied.model_copy(update={"compiled_graphs": 0})})})
+    once = cell("tinyllama-1.1b", "torch_compile_static", [2.0])
+    results = [cell("tinyllama-1.1b", "eager", [40.0, 40.2, 39.8]), nothing, once]
+    figures.write_figures(build_report(results, "test", Selection()), tmp_path)
+    labels = {label for figure in drawn for axes in figure.axes for label in axes.get_legend_handles_labels()[1]}
+    assert labels == {"eager", "torch_compile (not compiled)", "torch_compile_static (n=1: no verdict)"}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from mlcbench.orchestrator.store import Store
+from tests.conftest import say
 
 SUITE = "tiny"
 TINY_JOBS = 8
@@ -54,8 +55,9 @@ def wait_until_no_workers(tmp_path: Path, within_s: float = 10) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> set:
+def reference(tmp_path_factory, pytestconfig) -> set:
     """The store of one uninterrupted sweep."""
+    say(pytestconfig, "running an uninterrupted sweep to compare killed ones with (a minute) ...")
     tmp_path = tmp_path_factory.mktemp("reference")
     db = f"sqlite:///{tmp_path / 'reference.db'}"
     process = start_sweep(tmp_path, db)

@@ -46,3 +46,21 @@ def test_a_cuda_build_that_sees_no_gpu_is_unsupported(monkeypatch, tmp_path):
     _cuda_build_whose_init_raises(monkeypatch, "No CUDA GPUs are available")
     result = run_job(job("eager", device="cuda"), tmp_path)
     assert result.status == "unsupported" and "no GPU" in result.reason
+
+
+def test_a_failure_s_reason_carries_the_lines_after_a_first_line_that_ends_with_a_colon(monkeypatch, tmp_path):
+    """As transformers' config checks raise: the cause is on the line after "...validator 'validate_architecture':"."""
+    from mlcbench.workers import runner
+
+    def fails(job, cache_dir):
+        try:
+            raise KeyError("rope_type")
+        except KeyError as error:
+            raise ValueError("Class validation error for validator 'validate_architecture':\n"
+                             "  head_dim 7 must divide hidden_size 64\n") from error
+
+    monkeypatch.setattr(runner, "_run", fails)
+    result = run_job(job("eager"), tmp_path)
+    assert result.status == "failed"
+    assert result.reason == ("ValueError: Class validation error for validator 'validate_architecture': / head_dim 7 "
+                             "must divide hidden_size 64; raised from KeyError: 'rope_type'")

@@ -141,23 +141,35 @@ def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:
 
 
 # the guards a compile kept for warm starts builds: on tensors (parameters and buffers included: shape, strides, dtype,
-# device), on the symbolic shapes' ranges, on which inputs alias, and on the process's global state (grad mode and
-# the like); none on other objects' attributes, identities or values
-GUARDS_KEPT = frozenset({"TENSOR_MATCH", "SHAPE_ENV", "DUPLICATE_INPUT", "NO_TENSOR_ALIASING", "GLOBAL_STATE",
-                         "GRAD_MODE", "DETERMINISTIC_ALGORITHMS", "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
+# device), on the symbolic shapes' ranges, on which inputs do not alias, and on the process's global state (grad mode
+# and the like); none on other objects' attributes, identities or values. Not DUPLICATE_INPUT, the guard that two
+# inputs are one tensor (tied embeddings: embed_tokens.weight is lm_head.weight): its source runs through the modules,
+# which the precompile cache saves only as placeholders once their own guards are dropped, so a warm process failed
+# to build it ("'_Missing' object has no attribute '_parameters'", torch 2.13). Whether weights are tied is the
+# model's config, which the job's cache folder fixes (job_shape).
+GUARDS_KEPT = frozenset({"TENSOR_MATCH", "SHAPE_ENV", "NO_TENSOR_ALIASING", "GLOBAL_STATE", "GRAD_MODE",
+                         "DETERMINISTIC_ALGORITHMS", "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
                          "AUTOGRAD_SAVED_TENSORS_HOOKS"})
 
 
 def guards_kept(entries: list[Any]) -> list[bool]:
-    """dynamo's guard filter for the compiles above: only the guards of GUARDS_KEPT. Every call checks a compiled
-    function's guards, and every warm process builds them again from the precompile cache (twice, torch 2.11-2.13):
-    on the H100 a Llama-2 b1 warm start spent 0.8-1.3 s of about 3 s on them with every guard (benchmarks/README).
-    Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13, here) this keeps 438; the
-    rest are on module attributes (hooks, flags, config values), on the KV cache object's and on transformers'
-    globals. What they check, the job's cache folder already fixes (job_shape: the model, its config, the options,
-    the workflow's cache), and the compiled functions take what varies between their calls as tensors; a process that
-    loaded a wrong graph would still fail the teacher-forced check of every step."""
-    return [entry.guard_type in GUARDS_KEPT for entry in entries]
+    """dynamo's guard filter for the compiles above: the guards of GUARDS_KEPT, and those on an int's value. Every
+    call checks a compiled function's guards, and every warm process builds them again from the precompile cache
+    (twice, torch 2.11-2.13): on the H100 a Llama-2 b1 warm start spent 0.8-1.3 s of about 3 s on them with every
+    guard (benchmarks/README). Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13,
+    here) GUARDS_KEPT alone kept 438 (the int guards are not counted in that figure); the rest are on module
+    attributes (hooks, flags, config values), on the KV cache object's and on transformers' globals. What they check,
+    the job's cache folder already fixes (job_shape: the model, its config, the options, the workflow's cache).
+    An int, though, may be what varies between calls: transformers' sliding-window cache layer (Mistral's) counts its
+    tokens in a Python int (StaticSlidingWindowLayer.cumulative_length_int). Without its guard every decode step ran
+    the graph traced at the first, with that step's count: a Mistral-style model's logits parted from eager's by a
+    relative L2 of 0.2-0.5. With it, the second step traces the count as a symbolic int, once."""
+    return [entry.guard_type in GUARDS_KEPT or _on_an_int(entry) for entry in entries]
+
+
+def _on_an_int(entry: Any) -> bool:
+    return entry.guard_type in ("CONSTANT_MATCH", "EQUALS_MATCH") and entry.has_value \
+        and type(entry.value) is int  # not a bool (a flag the job's cache folder fixes)
 
 
 def forget_installed_globals(namespace: dict[str, object], imported: frozenset[str]) -> None:
