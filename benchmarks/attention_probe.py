@@ -1,4 +1,4 @@
-"""The one-token attention kernel (workers/decode/attention.py) alone, on the GPU, at one launch configuration after
+"""The one-token attention kernel (workers/kernels/attention.py) alone, on the GPU, at one launch configuration after
 another (warps, stages, positions per block): every layer's cache of the model at batch B (Llama-2-7B or TinyLlama
 shapes, random), read at position P as one decode step reads it, so nothing stays in L2; the layers' launches
 replayed as one CUDA graph. Against the bytes the filled positions hold, at the measured copy bandwidth.
@@ -27,7 +27,7 @@ def main() -> int:
     parser.add_argument("--position", type=int, default=48)
     parser.add_argument("--json")
     args = parser.parse_args()
-    from mlcbench.workers.decode import attention
+    from mlcbench.workers.kernels import attention
 
     copy = copy_bandwidth()
     heads, kv_heads, head_dim, layers, dtype = SHAPES[args.model]

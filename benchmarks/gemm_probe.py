@@ -1,5 +1,5 @@
 """Few-row projections (a decode step at batch 2-64) one way at a time, on the GPU (issue 32's b64 target): how fast
-cuBLAS and workers/decode/gemm.py's Triton kernel read each projection's weights. Each shape is timed over enough
+cuBLAS and workers/kernels/gemm.py's Triton kernel read each projection's weights. Each shape is timed over enough
 copies of its weight (about 1.5 GB) that nothing stays in L2, the launches replayed as one CUDA graph:
 
     shapes   cuBLAS (F.linear) against every kernel configuration (BLOCK_N, BLOCK_K, warps, stages) and every split
@@ -31,7 +31,7 @@ def time_launches(launch, count: int) -> float:
 
 
 def probe_shapes(model: str, rows: int, copy: float) -> list[dict]:
-    from mlcbench.workers.decode import gemm
+    from mlcbench.workers.kernels import gemm
 
     shapes, _, head, dtype = SHAPES[model]
     results = []
@@ -74,7 +74,7 @@ def probe_shapes(model: str, rows: int, copy: float) -> list[dict]:
 
 
 def probe_chain(model: str, rows: int, copy: float) -> dict:
-    from mlcbench.workers.decode import gemm
+    from mlcbench.workers.kernels import gemm
 
     shapes, layers, head, dtype = SHAPES[model]
     weights = [[torch.randn(n, k, dtype=dtype, device="cuda") * k ** -0.5 for k, n in shapes]

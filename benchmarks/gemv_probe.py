@@ -7,7 +7,7 @@ timed with CUDA events. Ways:
     cublas     F.linear, as eager PyTorch runs it
     inductor   torch.compile of the same projections with gpt-fast's coordinate-descent tuning, which turns a batch-1
                mm into Inductor's own reduction kernel (torch/_inductor/decomposition.py, `mm`)
-    triton     workers/decode/gemv.py's kernel, one output block per program, its block sizes autotuned per shape
+    triton     workers/kernels/gemv.py's kernel, one output block per program, its block sizes autotuned per shape
 
     python benchmarks/gemv_probe.py --json gemv.json
 """
@@ -66,7 +66,7 @@ def main() -> int:
     parser.add_argument("--way", default="cublas,inductor,triton")
     parser.add_argument("--json")
     args = parser.parse_args()
-    from mlcbench.workers.decode.gemv import _gemv_kernel, gemv
+    from mlcbench.workers.kernels.gemv import _gemv_kernel, gemv
 
     copy = copy_bandwidth()
     rows = []
