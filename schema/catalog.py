@@ -267,7 +267,7 @@ class WorkflowInfo(StrictModel):
     techniques: tuple[str, ...] = ()
     # a reference row (mlcbench's own hand-written code, not a compiler's output): reports draw it apart, and P3 and
     # "fastest" never count it
-    reference: bool = False
+    hand_written: bool = False
     # the workflow it extends with options of its own, at least one of which a job of it sets. Its jobs were that
     # workflow's, with those options, before it had a row: they keep that identity (JobSpec.job_id), and stored
     # results of that workflow with any of them set are read as this row's (JobSpec's legacy mapping)
@@ -336,7 +336,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  techniques=("fused_projections", "pdl", "prefill_graph"),
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
-    WorkflowInfo(name="handtuned_decode", dynamo=True, **_INDUCTOR, reference=True,
+    WorkflowInfo(name="handtuned_decode", dynamo=True, **_INDUCTOR, hand_written=True,
                  why_not={"synthetic": _LLMS_ONLY}, options=HandtunedDecodeOptions, builds_on="torch_compile_decode",
                  techniques=HandtunedDecodeOptions.KERNELS,
                  description="Reference, not a compiler: torch_compile_decode with mlcbench's hand-written Triton "

@@ -1,0 +1,69 @@
+"""mlcbench's own kernels are a reference row of their own (handtuned_decode): never ranked with the compilers (P3,
+"fastest"), exported under their own name with their options and what was applied, shown with their settings by
+compare; results stored when they were torch_compile_decode options load and report under that row."""
+
+import json
+
+from mlcbench.orchestrator.reports.data import perf_rows
+from mlcbench.orchestrator.reports.export import flat_row
+from mlcbench.orchestrator.reports.sections.compare import compare, comparison_table
+from mlcbench.orchestrator.reports.sections.p3 import p3_rows
+from mlcbench.orchestrator.reports.sections.throughput import throughput_tables
+from mlcbench.orchestrator.store import Store
+from mlcbench.schema import Applied, JobSpec, Result
+from tests.reports.test_verdicts import cell
+
+KERNELS = {"pdl": True, "triton_attention": True}
+
+
+def handtuned(medians: list[float], gpu: str = "h100") -> Result:
+    result = cell("llama2-7b", "torch_compile_decode", medians, gpu=gpu)
+    job = JobSpec(**{**result.job.model_dump(), "workflow": "handtuned_decode", "options": KERNELS})
+    applied = Applied(decode_loop="compiled_step", pdl=True, triton_gemv=False, triton_attention=True,
+                      triton_gemm=False)
+    return result.model_copy(update={"job": job, "job_id": job.job_id,
+                                     "metrics": result.metrics.model_copy(update={"applied": applied})})
+
+
+def cells(gpu: str = "h100") -> list[Result]:
+    return [cell("llama2-7b", "eager", [60.0, 60.6, 59.4], gpu=gpu),
+            cell("llama2-7b", "torch_compile_decode", [10.0, 10.1, 9.9], gpu=gpu), handtuned([5.0, 5.05, 4.95], gpu)]
+
+
+def test_the_fastest_and_p3_never_count_the_hand_written_row():
+    rows = perf_rows(cells())
+    tables = {table.lines[-1].workflow: table for table in throughput_tables(rows)}
+    # twice as fast as the compiled step, yet never the fastest of its table (its options make a table of its own)
+    assert tables["handtuned_decode"].fastest[0].workflow is None
+    assert "not judged: handtuned_decode (hand-written reference)" in tables["handtuned_decode"].fastest[0].text
+    assert tables["torch_compile_decode"].fastest[0].workflow == "torch_compile_decode"
+    assert [p3.workflow for p3 in p3_rows(rows)] == ["eager", "torch_compile_decode"]
+
+
+def test_the_export_names_the_row_and_carries_its_options_and_what_it_applied():
+    row = flat_row(handtuned([5.0, 5.05, 4.95]))
+    assert row.workflow == "handtuned_decode" and row.hand_written
+    assert json.loads(row.options) == KERNELS
+    assert json.loads(row.applied) == {"decode_loop": "compiled_step", "pdl": True, "triton_gemv": False,
+                                       "triton_attention": True, "triton_gemm": False}
+    compiled = flat_row(cells()[1])
+    assert not compiled.hand_written and json.loads(compiled.options) == {}
+
+
+def test_compare_shows_a_row_s_settings():
+    comparison = compare(perf_rows(cells("h100") + cells("h200")), "gpu", "h100", "h200")
+    workflows = [row[1].text for row in comparison_table(comparison).rows]
+    assert "handtuned_decode [pdl=True, triton_attention=True]" in workflows and "torch_compile_decode" in workflows
+
+
+def test_a_result_stored_as_torch_compile_decode_with_a_kernel_reports_as_handtuned_decode(tmp_path):
+    new = handtuned([5.0, 5.05, 4.95])
+    # as main stored it before the row existed: the same job, named torch_compile_decode
+    stored = new.model_copy(update={"job": new.job.model_copy(update={"workflow": "torch_compile_decode"})})
+    assert '"workflow":"torch_compile_decode"' in stored.model_dump_json()
+    store = Store(f"sqlite:///{tmp_path / 'old.db'}")
+    store.put(stored)
+    [read] = store.cells()
+    assert read.job.workflow == "handtuned_decode" and read.job_id == read.job.job_id == new.job_id
+    assert flat_row(read).workflow == "handtuned_decode"
+    assert [p3.workflow for p3 in p3_rows(perf_rows([*cells()[:2], read]))] == ["eager", "torch_compile_decode"]
