@@ -5,6 +5,7 @@ from typing import Any, Literal, Optional, get_args
 from pydantic import Field
 
 from mlcbench.schema.base import StrictModel
+from mlcbench.schema.families import FAMILIES
 from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, TensorrtOptions,
                                      TorchCompileDecodeOptions, TorchCompileOptions)
 
@@ -154,9 +155,6 @@ def _element_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
-# Hugging Face model types whose weights the formulas of ModelInfo count: Llama-style decoders (RMSNorm, gated MLP,
-# grouped-query attention), dense or with Mixtral's experts
-_COUNTED_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "mixtral"})
 _HF_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 # the names some configs give the same dims (GPT-2 style, OPT, MPT); Hugging Face maps them with attribute_map
 _DIM_NAMES = {
@@ -193,9 +191,10 @@ def llm_from_hf_config(config: dict[str, Any], precision: Optional[str] = None) 
                           f"whose dims mlcbench can read)")
     hidden, layers, heads, vocab = (_dim(dims, name) or 0 for name in required)
     dtype = _HF_DTYPES.get(str(config.get("dtype") or config.get("torch_dtype")))
-    # Qwen2 has q/k/v biases whatever its config says; Llama and Mistral name theirs (attention_bias, mlp_bias)
-    qkv_bias = model_type == "qwen2" or bool(dims.get("attention_bias"))
-    experts = dims.get("num_local_experts") if model_type == "mixtral" else None
+    family = FAMILIES.get(model_type)
+    attention_bias = bool(dims.get("attention_bias"))
+    qkv_bias = (family is not None and family.qkv_bias == "always") or attention_bias
+    experts = dims.get(family.experts_field) if family and family.experts_field else None
     return ModelInfo(
         kind="llm", default_precision=precision or dtype or "bf16",
         hidden_size=hidden, intermediate_size=_dim(dims, "intermediate_size") or 4 * hidden,
@@ -203,10 +202,10 @@ def llm_from_hf_config(config: dict[str, Any], precision: Optional[str] = None) 
         num_key_value_heads=dims.get("num_key_value_heads") or heads,
         vocab_size=vocab, max_position_embeddings=_dim(dims, "max_position_embeddings") or 0,
         head_dim=dims.get("head_dim"), tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-        qkv_bias=qkv_bias, o_bias=model_type != "qwen2" and bool(dims.get("attention_bias")),
+        qkv_bias=qkv_bias, o_bias=attention_bias and (family is None or family.o_bias_from_attention_bias),
         mlp_bias=bool(dims.get("mlp_bias")), num_experts=experts or 0,
         experts_per_token=(dims.get("num_experts_per_tok") or 0) if experts else 0,
-        hf_config=config, weights_counted=model_type in _COUNTED_MODEL_TYPES,
+        hf_config=config, weights_counted=family is not None,
     )
 
 

@@ -23,12 +23,14 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import nn
 
+from mlcbench.schema.families import STATIC_DECODE_ARCHITECTURES
+
 
 class Unfit(ValueError):
     """The model is not one this module implements; the message names its architecture and says why."""
 
 
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+ARCHITECTURES = STATIC_DECODE_ARCHITECTURES
 # RoPE whose tables depend only on the position; "dynamic" and "longrope" change them with the sequence length
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
