@@ -1,4 +1,5 @@
-"""The GPU and model catalogs (values from reference/facts.md), as data both sides can read."""
+"""The GPU and model catalogs (GPU figures from the vendors' datasheets: dense, no sparsity), as data both sides
+read."""
 
 from typing import Any, Literal, Optional, get_args
 

@@ -2,7 +2,7 @@
 into the cache, and each query head's attention over the filled cache positions only, grouped-query heads sharing one
 read of their K/V (static_llama.cached_attention says what it computes, in PyTorch). Inductor runs the same work as
 six kernels a layer (RoPE of q, RoPE of k with its cache write, the v cache write, two cuBLAS batched GEMMs over the
-whole cache and the softmax between them: benchmarks/README, the TinyLlama b1 profile), each a few microseconds for
+whole cache and the softmax between them), each a few microseconds for
 a few KB of data. A torch custom op: torch.compile keeps it inside the compiled step and its CUDA graph, and with
 `pdl` it is launched with programmatic dependent launch, as Inductor's own kernels are. Imported only by a job that
 asks for it (it needs Triton and a GPU)."""
@@ -14,8 +14,8 @@ import triton.language as tl
 from mlcbench.workers.decode.static_llama import Unfit
 
 # (positions per block, warps, stages) tried once per shape at its first call (the autotuning is kept on disk): the
-# first is the one every run before 2026-11-26 11:40 UTC used (the benchmarks' 32 + 32 tokens: one block of 64); the
-# last was the fastest of 27 at Llama-2 b64 (benchmarks/results/h100-attention-probe-llama2-b64-2026-11-26.txt)
+# first fits the benchmarks' 32 + 32 tokens in one block of 64; the last was the fastest of 27 at Llama-2 b64 on an
+# H100
 CONFIGS = [(64, 4, 1), (64, 8, 1), (32, 4, 2), (32, 8, 2), (64, 2, 1), (16, 4, 3), (32, 2, 1)]
 # tl.dot's smallest tile: a K/V head's query heads are padded to it
 MIN_DOT = 16

@@ -1,7 +1,7 @@
 """A few-row projection (y = x W^T, x of up to 64 rows: a decode step at batch up to 64) as one Triton kernel that
-streams the weight once. Why: at Llama-2-7B b64 on an H100, cuBLAS read the weights at 2.2-2.6 TB/s of a 3.0 TB/s
-copy in the step. Alone this kernel is level with cuBLAS (72-92 % of the copy against 73-87 %, per projection), but
-inside the compiled step, launched with PDL, the step ran 1.04x faster with it (benchmarks/README, "third pass").
+streams the weight once. Why: at a few rows cuBLAS reads the weights well below the measured copy inside the step;
+alone this kernel is level with cuBLAS, but inside the compiled step, launched with PDL, the next kernel's start
+overlaps its tail.
 Projections with few outputs (Llama-2's o and down: 4096) give too few output tiles to keep every SM streaming, so
 they are split along K as well (`splits`).
 
@@ -22,7 +22,7 @@ MAX_ROWS = 64
 MIN_ROWS = 16
 # (BLOCK_N, BLOCK_K, warps, stages) tried once per shape at its first call (the autotuning is kept on disk): the
 # configurations among the three fastest for some projection of Llama-2-7B or TinyLlama at 64 rows, out of 24 with
-# each split of K, on an H100 (benchmarks/gemm_probe.py, results/h100-gemm-probe-2026-11-26.json)
+# each split of K, on an H100
 CONFIGS = [(64, 128, 4, 4), (64, 64, 4, 4), (64, 128, 4, 3), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)]
 # the largest BLOCK_K of CONFIGS: each part of a split K starts on a multiple of it
 MAX_BLOCK_K = 256

@@ -8,8 +8,8 @@ Inductor's own kernels are (Inductor's launcher for a kernel it wraps itself, to
 attribute: torch 2.11-2.13).
 
 Why: with coordinate-descent tuning on (gpt-fast's setting) Inductor turns a batch-1 mm into a reduction kernel of
-its own, which read TinyLlama's weights at about 74 % of the measured copy on an H100 (benchmarks/README, "The
-projections alone"); this kernel read them at 80 %, and without the fusions it made the step slower. Imported only by
+its own, which streams the weights further below the measured copy than one kernel that reads each weight row
+once; without the fusions around it, the extra launches made the step slower. Imported only by
 a job that asks for it (it needs Triton and a GPU)."""
 
 from typing import Optional
@@ -20,7 +20,6 @@ import triton.language as tl
 
 # (BLOCK_N, BLOCK_K, warps, stages), tried once per shape at the first call: the configs that won for some projection
 # of TinyLlama or Llama-2-7B out of 48 (2-16 rows, 256-1024 columns, 4/8 warps, 1/3 stages) on an H100
-# (benchmarks/gemv_probe.py, results/h100-gemv-probe-configs-2026-11-26.json)
 CONFIGS = [(2, 1024, 4, 1), (2, 1024, 4, 3), (4, 512, 4, 1), (4, 512, 8, 3), (4, 1024, 8, 3), (8, 512, 4, 1),
            (8, 512, 8, 1), (16, 512, 4, 1)]
 
