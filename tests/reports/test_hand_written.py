@@ -67,3 +67,21 @@ def test_a_result_stored_as_torch_compile_decode_with_a_kernel_reports_as_handtu
     assert read.job.workflow == "handtuned_decode" and read.job_id == read.job.job_id == new.job_id
     assert flat_row(read).workflow == "handtuned_decode"
     assert [p3.workflow for p3 in p3_rows(perf_rows([*cells()[:2], read]))] == ["eager", "torch_compile_decode"]
+
+
+def test_every_export_format_carries_the_row_s_name_options_and_what_it_applied(tmp_path):
+    import csv
+    import io
+
+    import pyarrow.parquet as pq
+
+    from mlcbench.orchestrator.reports.export import to_csv, to_json, write_parquet
+
+    results = [handtuned([5.0, 5.05, 4.95])]
+    [from_csv] = csv.DictReader(io.StringIO(to_csv(results)))
+    [from_json] = json.loads(to_json(results))
+    write_parquet(results, tmp_path / "rows.parquet")
+    [from_parquet] = pq.read_table(tmp_path / "rows.parquet").to_pylist()
+    for row in (from_csv, from_json, from_parquet):
+        assert row["workflow"] == "handtuned_decode" and str(row["hand_written"]) == "True"
+        assert json.loads(row["options"]) == KERNELS and json.loads(row["applied"])["triton_attention"] is True
