@@ -333,12 +333,12 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="torch_compile_decode", dynamo=True, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY}, options=TorchCompileDecodeOptions,
-                 techniques=("fused_projections", "pdl", "prefill_graph"),
+                 techniques=TorchCompileDecodeOptions.TECHNIQUES,
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
     WorkflowInfo(name="handtuned_decode", dynamo=True, **_INDUCTOR, hand_written=True,
                  why_not={"synthetic": _LLMS_ONLY}, options=HandtunedDecodeOptions, builds_on="torch_compile_decode",
-                 techniques=HandtunedDecodeOptions.KERNELS,
+                 techniques=HandtunedDecodeOptions.TECHNIQUES,
                  description="Reference, not a compiler: torch_compile_decode with mlcbench's hand-written Triton "
                              "kernels (one-row projections, one-token attention, few-row split-K GEMM) injected"),
     WorkflowInfo(name="aot_inductor", **_INDUCTOR,

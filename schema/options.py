@@ -44,6 +44,9 @@ class TorchCompileDecodeOptions(TorchCompileOptions):
     # the prefill replayed as a CUDA graph, one per prompt shape, instead of launched kernel by kernel from the host
     prefill_graph: Optional[bool] = None
 
+    # the ablation's rungs, in the order it adds them (WorkflowInfo.techniques); a new technique goes at the end
+    TECHNIQUES: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "prefill_graph")
+
 
 class HandtunedDecodeOptions(TorchCompileDecodeOptions):
     """The compiled decode step with mlcbench's own Triton kernels (workers/kernels/) injected: a reference for what
@@ -58,6 +61,8 @@ class HandtunedDecodeOptions(TorchCompileDecodeOptions):
     triton_gemm: Optional[bool] = None
 
     KERNELS: ClassVar[tuple[str, ...]] = ("triton_gemv", "triton_attention", "triton_gemm")
+    # its ablation climbs from the compiled step with its stock techniques through the kernels
+    TECHNIQUES: ClassVar[tuple[str, ...]] = KERNELS
 
 
 # Every options class; WorkflowOptions is their union

@@ -85,3 +85,22 @@ def test_every_export_format_carries_the_row_s_name_options_and_what_it_applied(
     for row in (from_csv, from_json, from_parquet):
         assert row["workflow"] == "handtuned_decode" and str(row["hand_written"]) == "True"
         assert json.loads(row["options"]) == KERNELS and json.loads(row["applied"])["triton_attention"] is True
+
+
+def test_the_decode_kernels_store_written_before_the_row_existed_reports_its_kernel_cells_under_it(tmp_path):
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    committed = Path(__file__).parents[2] / "benchmarks" / "studies" / "decode-kernels" / "store.db"
+    copy = tmp_path / "store.db"
+    shutil.copyfile(committed, copy)
+    stored = {json.loads(text)["job"]["workflow"] for (text,) in sqlite3.connect(copy).execute(
+        "select result_json from results")}
+    assert stored == {"torch_compile_decode"}  # as the sweep wrote them
+    results = Store(f"sqlite:///{copy}").cells(status="ok")
+    kernels = [r for r in results if any(getattr(r.job.options, name) for name in ("triton_gemv", "triton_attention"))]
+    assert kernels and {r.job.workflow for r in kernels} == {"handtuned_decode"}
+    assert all(r.job.job_id == r.job_id for r in results)  # their ids stay
+    assert "handtuned_decode" not in [p3.workflow for p3 in p3_rows(perf_rows(results))]
+    assert {flat_row(r).workflow for r in results} == {"torch_compile_decode", "handtuned_decode"}
