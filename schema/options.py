@@ -94,11 +94,6 @@ class _OptionsRecord(StrictModel):
         """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
         return ", ".join(f"{name}={value}" for name, value in self.model_dump(exclude_defaults=True).items())
 
-    def set_away_from_default(self) -> list[str]:
-        return list(self.model_dump(exclude_defaults=True))
-
 
 WorkflowOptions = create_model("WorkflowOptions", __base__=_OptionsRecord, **_union_fields())
 WorkflowOptions.LATER = tuple(name for name in WorkflowOptions.model_fields if name not in _ALWAYS_HASHED)
-assert all(WorkflowOptions.model_fields[name].default is None for name in WorkflowOptions.LATER), \
-    "an option added later defaults to None, or every stored job id would change"
