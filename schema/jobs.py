@@ -85,10 +85,14 @@ class JobSpec(StrictModel):
     def _row_of_its_own(cls, data: Any) -> Any:
         """A job stored before a workflow built on another had its row (torch_compile_decode with mlcbench's kernels,
         now handtuned_decode) is read as that row's; its job id stays (see _canonical)."""
-        if not isinstance(data, dict) or not isinstance(data.get("options"), dict):
+        if not isinstance(data, dict):
+            return data
+        options = data.get("options")
+        given = options.model_dump() if isinstance(options, WorkflowOptions) else options
+        if not isinstance(given, dict):
             return data
         for name, info in WORKFLOWS.items():
-            if info.builds_on == data.get("workflow") and any(data["options"].get(own) for own in info.own_options()):
+            if info.builds_on == data.get("workflow") and any(given.get(own) for own in info.own_options()):
                 return {**data, "workflow": name}
         return data
 

@@ -91,6 +91,9 @@ def test_job_ids_stay_those_stores_were_written_with(workflow, batch, options, j
     # the same job written today, under its own row, is the stored one: a sweep resumes it
     assert JobSpec(**{**stored.model_dump(), "workflow": stored.workflow}).job_id == job_id
     assert JobSpec.model_validate_json(stored.model_dump_json()).job_id == job_id
+    # options given as the record itself, as a script builds them, are read the same way
+    assert JobSpec(model="llama2-7b", workflow=workflow, precision="fp16", batch_size=batch,
+                   options=WorkflowOptions(**options)).workflow == stored.workflow
 
 
 def test_other_workflows_option_ids_stay():
