@@ -14,3 +14,8 @@ bench: $(BIN)/mlcbench
 
 bench-slurm: $(BIN)/mlcbench
 	$(BIN)/python $(BENCH)/slurm_array.py --jobs 100
+
+# Every study's figure checked against its store; benchmarks/README.md and docs/support.md written from the manifests
+.PHONY: studies
+studies: $(BIN)/mlcbench
+	$(BIN)/python -m mlcbench.orchestrator.studies

@@ -136,7 +136,7 @@ def index(root: Path = STUDIES) -> str:
              "Each folder of `studies/` answers one question: `manifest.toml` (the question, the answer and the figure "
              "it quotes, GPU, host, versions, date, commit, the command that reproduces it), the store the answer "
              "comes from and the report generated from it. `tests/test_studies.py` recomputes each figure from its "
-             "store; `python -m mlcbench.orchestrator.studies` writes this index from the manifests.",
+             "store; `make studies` (`python -m mlcbench.orchestrator.studies`) writes this index from the manifests.",
              "", "`suites/` holds the suites the studies ran; the scripts beside them are reusable runners "
              "(`decode_profile.py`, `kernel_check.py`, `warm_start.py`, `gptfast_peer.sh`).", ""]
     for name, manifest in studies(root).items():
