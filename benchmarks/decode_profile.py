@@ -1,14 +1,15 @@
-"""Where the time of one compiled decode step goes (torch_compile_decode's loop): kernels per step, GPU time in GEMMs,
+"""Where the time of one compiled decode step goes (torch_compile_decode's loop, or handtuned_decode's where an
+`--options` turns one of mlcbench's kernels on): kernels per step, GPU time in GEMMs,
 in Inductor's own kernels and elsewhere, and the gaps between kernels, against the memory bound of a step (weights +
 KV cache over a device-to-device copy's bandwidth measured here, and the catalog's).
 
     python benchmarks/decode_profile.py --model tinyllama-1.1b --batch-size 1,64 [--json out.json]
         [--options '{"fused_projections": false}' --options '{"pdl": true}' ...]
 
-Each `--options` (torch_compile_decode's WorkflowOptions, as JSON; default: none set) is one variant, prepared by the
-workflow itself (TorchCompileDecode.prepare_llm, inside its compiling block). Each compiles cold, into a cache folder
+Each `--options` (the decode workflows' options, as JSON; default: none set) is one variant, prepared by the
+workflow itself (its prepare_llm, inside its compiling block). Each compiles cold, into a cache folder
 of its own, unless `--cache-dir` names an env's cache folder (a sweep's: its packages then load, as a warm worker
-process's do; decode_ablation.sh profiles so, one variant a process). Kernel names come from a torch.profiler trace of
+process's do). Kernel names come from a torch.profiler trace of
 31 CUDA-graph replays.
 """
 
@@ -28,7 +29,7 @@ from mlcbench.schema import GPUS, MODELS, JobSpec, WorkflowOptions, gpu_tag_for_
 from mlcbench.workers.decode.compiled_step import CompiledStepRunner, pdl_unavailable
 from mlcbench.workers.interface import Unsupported, WorkflowContext
 from mlcbench.workers.models import llm
-from mlcbench.workers.workflows.torch_compile_decode import TorchCompileDecode
+from mlcbench.workers.workflows import load
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 GEMM = re.compile(r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk", re.IGNORECASE)
@@ -137,7 +138,7 @@ def main() -> int:
                       batch_size=batch, input_len=args.input_len, output_len=args.output_len, options=options)
         variant = options.non_default() or "default"
         with tempfile.TemporaryDirectory() as fresh, torch.no_grad():
-            device, workflow = torch.device("cuda"), TorchCompileDecode()
+            device, workflow = torch.device("cuda"), load(job.workflow)  # handtuned_decode where a kernel is on
             cache = args.cache_dir / workflow.name if args.cache_dir else Path(fresh)  # a sweep's layout
             ctx = WorkflowContext(job, device, DTYPES[job.precision], cache)
             hf_model = llm.build(info, job, ctx.dtype, device)

@@ -1,7 +1,7 @@
 """mlcbench's Triton kernels against the PyTorch they replace, at TinyLlama's and Llama-2-7B's shapes: the one-row
-projection (workers/decode/gemv.py against static_llama.one_row_projection, with each of its fusions), the few-row
-projection (workers/decode/gemm.py against F.linear, K split or not, with the LM head) and the decode
-attention (workers/decode/attention.py against static_llama.cached_attention, at several positions, with the cache
+projection (workers/kernels/gemv.py against static_llama.one_row_projection, with each of its fusions), the few-row
+projection (workers/kernels/gemm.py against F.linear, K split or not, with the LM head) and the decode
+attention (workers/kernels/attention.py against static_llama.cached_attention, at several positions, with the cache
 they both write compared too). Each is measured against the same math in float64, as the reference in the model's
 dtype is: a case fails when the kernel's largest error is beyond `--tolerance` times the reference's own (or one
 epsilon of the result's largest magnitude, where that is larger). On a GPU, or on a CPU in Triton's interpreter (fp32 and fp16;
@@ -40,8 +40,8 @@ def double(*tensors: torch.Tensor) -> list[torch.Tensor]:
 
 
 def gemv_cases(hidden: int, heads: int, kv_heads: int, inter: int, dtype, device, pdl: bool):
-    from mlcbench.workers.decode import gemv as kernel
-    from mlcbench.workers.decode.gemv import gemv
+    from mlcbench.workers.kernels import gemv as kernel
+    from mlcbench.workers.kernels.gemv import gemv
 
     if device.type == "cpu":  # Triton's interpreter has no benchmarker to autotune with: one config, the largest tile
         kernel._gemv_kernel.configs = kernel._gemv_kernel.configs[-1:]
@@ -65,7 +65,7 @@ def gemv_cases(hidden: int, heads: int, kv_heads: int, inter: int, dtype, device
 
 
 def gemm_cases(hidden: int, heads: int, kv_heads: int, inter: int, dtype, device, pdl: bool, rows: int):
-    from mlcbench.workers.decode import gemm
+    from mlcbench.workers.kernels import gemm
 
     if device.type == "cpu":  # as for the GEMV: one config in the interpreter, and an H100's SMs for the split of K
         gemm._tuned_gemm_kernel.configs = gemm._tuned_gemm_kernel.configs[:1]
@@ -83,8 +83,8 @@ def gemm_cases(hidden: int, heads: int, kv_heads: int, inter: int, dtype, device
 
 
 def attention_cases(hidden: int, heads: int, kv_heads: int, dtype, device, pdl: bool, batch: int, length: int):
-    from mlcbench.workers.decode import attention
-    from mlcbench.workers.decode.attention import decode_attention
+    from mlcbench.workers.kernels import attention
+    from mlcbench.workers.kernels.attention import decode_attention
 
     if device.type == "cpu":  # one config in the interpreter: the smallest block of positions, the most loop turns
         attention._tuned_attention_kernel.configs = [min(attention._tuned_attention_kernel.configs,

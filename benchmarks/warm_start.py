@@ -23,7 +23,7 @@ folder.
 With --cold-repeats above 1 the further cold processes (each compiling into an empty folder of its own) take turns with
 the warm ones, and each warm scenario's calls are held to the cold ones as a sweep holds a cell's (stats.combine_cell:
 one series where a test finds no difference, else two), each series with its interval.
---cache-root keeps the folders (cold's is cache/) for a look after the run (module_load_probe.py).
+--cache-root keeps the folders (cold's is cache/) for a look after the run.
 
 --profile-dir writes each warm process's cProfile (top functions by cumulative and by own time). Compile threads
 blur it: the H100 profiles of 2026-11-26 (Python 3.12) show own times above cumulative ones, so read the call counts

@@ -22,7 +22,8 @@ from mlcbench.schema.catalog import (
     workflows_for,
 )
 from mlcbench.schema.envs import EnvSpec, RunOptions
-from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowOptions
+from mlcbench.schema.jobs import JobSpec, Precision, Repetition
+from mlcbench.schema.options import WorkflowOptions
 from mlcbench.schema.results import (
     FINAL_STATUSES,
     Applied,

@@ -1,10 +1,14 @@
-"""The GPU and model catalogs (values from reference/facts.md), as data both sides can read."""
+"""The GPU and model catalogs (GPU figures from the vendors' datasheets: dense, no sparsity), as data both sides
+read."""
 
 from typing import Any, Literal, Optional, get_args
 
 from pydantic import Field
 
 from mlcbench.schema.base import StrictModel
+from mlcbench.schema.families import FAMILIES
+from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, TensorrtOptions,
+                                     TorchCompileDecodeOptions, TorchCompileOptions)
 
 ModelKind = Literal["synthetic", "llm"]
 
@@ -157,9 +161,6 @@ def _element_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
-# Hugging Face model types whose weights the formulas of ModelInfo count: Llama-style decoders (RMSNorm, gated MLP,
-# grouped-query attention), dense or with Mixtral's experts
-_COUNTED_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "mixtral"})
 _HF_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 # the names some configs give the same dims (GPT-2 style, OPT, MPT); Hugging Face maps them with attribute_map
 _DIM_NAMES = {
@@ -196,9 +197,10 @@ def llm_from_hf_config(config: dict[str, Any], precision: Optional[str] = None) 
                           f"whose dims mlcbench can read)")
     hidden, layers, heads, vocab = (_dim(dims, name) or 0 for name in required)
     dtype = _HF_DTYPES.get(str(config.get("dtype") or config.get("torch_dtype")))
-    # Qwen2 has q/k/v biases whatever its config says; Llama and Mistral name theirs (attention_bias, mlp_bias)
-    qkv_bias = model_type == "qwen2" or bool(dims.get("attention_bias"))
-    experts = dims.get("num_local_experts") if model_type == "mixtral" else None
+    family = FAMILIES.get(model_type)
+    attention_bias = bool(dims.get("attention_bias"))
+    qkv_bias = (family is not None and family.qkv_bias == "always") or attention_bias
+    experts = dims.get(family.experts_field) if family and family.experts_field else None
     return ModelInfo(
         kind="llm", default_precision=precision or dtype or "bf16",
         hidden_size=hidden, intermediate_size=_dim(dims, "intermediate_size") or 4 * hidden,
@@ -206,10 +208,10 @@ def llm_from_hf_config(config: dict[str, Any], precision: Optional[str] = None) 
         num_key_value_heads=dims.get("num_key_value_heads") or heads,
         vocab_size=vocab, max_position_embeddings=_dim(dims, "max_position_embeddings") or 0,
         head_dim=dims.get("head_dim"), tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-        qkv_bias=qkv_bias, o_bias=model_type != "qwen2" and bool(dims.get("attention_bias")),
+        qkv_bias=qkv_bias, o_bias=attention_bias and (family is None or family.o_bias_from_attention_bias),
         mlp_bias=bool(dims.get("mlp_bias")), num_experts=experts or 0,
         experts_per_token=(dims.get("num_experts_per_tok") or 0) if experts else 0,
-        hf_config=config, weights_counted=model_type in _COUNTED_MODEL_TYPES,
+        hf_config=config, weights_counted=family is not None,
     )
 
 
@@ -262,10 +264,19 @@ class WorkflowInfo(StrictModel):
     own_worker: bool = False
     # it compiles through torch.compile (dynamo): no graph compiled means it ran eager code
     dynamo: bool = False
-    # the techniques its options switch on and off, in the order an ablation adds them: each names a WorkflowOptions
-    # field and the Applied field recording whether a run used it (the report's ablation climbs from none to all);
+    # the knobs its code reads (schema/options.py); a job or suite entry setting any other is refused
+    options: type[StrictModel] = NoOptions
+    # the techniques its options switch on and off, in the order an ablation adds them: each names a field of its
+    # options and the Applied field recording whether a run used it (the report's ablation climbs from none to all);
     # a new one goes at the end (a result that recorded the ones before it and not it predates it: it did not run it)
     techniques: tuple[str, ...] = ()
+    # a reference row (mlcbench's own hand-written code, not a compiler's output): reports draw it apart, and P3 and
+    # "fastest" never count it
+    hand_written: bool = False
+    # the workflow it extends with options of its own, at least one of which a job of it sets. Its jobs were that
+    # workflow's, with those options, before it had a row: they keep that identity (JobSpec.job_id), and stored
+    # results of that workflow with any of them set are read as this row's (JobSpec's legacy mapping)
+    builds_on: Optional[str] = None
     # the compiler's modules, imported before its compile is timed: every process pays that import once, whatever the
     # caches hold (as it pays torch's own), so it is its own figure (Metrics.compiler_import_s), not the compile's
     compiler_modules: tuple[str, ...] = ()
@@ -273,6 +284,28 @@ class WorkflowInfo(StrictModel):
     # process before its first compile: started on a thread beside the model's build, so no compile waits for them
     # (workers/stacks/inductor_cache.py hash_installs_ahead)
     install_keys: bool = False
+
+    def refusal(self, options: StrictModel) -> Optional[str]:
+        """Why a job of this workflow cannot take these options as a job or suite file gives them (each one given
+        counts, whatever its value), or None where it can."""
+        unread = [name for name in options.model_fields_set if name not in self.options.model_fields]
+        if unread:
+            readers = sorted(name for name, info in WORKFLOWS.items() if unread[0] in info.options.model_fields)
+            return (f"options.{unread[0]}: {self.name} does not read it (its options: "
+                    f"{', '.join(self.options.model_fields) or 'none'}"
+                    + (f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it)" if readers else ")"))
+        return self.missing_own_option(options)
+
+    def missing_own_option(self, options: StrictModel) -> Optional[str]:
+        """A workflow built on another with none of its own options on is that other one: refused."""
+        if self.builds_on and not any(getattr(options, own) for own in self.own_options()):
+            return f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: set one"
+        return None
+
+    def own_options(self) -> tuple[str, ...]:
+        """The options it reads beyond the workflow it builds on."""
+        base = WORKFLOWS[self.builds_on].options.model_fields if self.builds_on else {}
+        return tuple(name for name in self.options.model_fields if name not in base)
 
     @property
     def kinds(self) -> frozenset[ModelKind]:
@@ -294,21 +327,25 @@ _ORT = ("onnxruntime", "onnxscript")
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
-    WorkflowInfo(name="torch_compile", dynamo=True, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_forward", dynamo=True, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile_forward", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
-    WorkflowInfo(name="torch_compile_static", dynamo=True, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile_static", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="torch_compile_decode", dynamo=True, **_INDUCTOR,
-                 why_not={"synthetic": _LLMS_ONLY},
-                 techniques=("fused_projections", "pdl", "triton_gemv", "triton_attention", "prefill_graph",
-                             "triton_gemm"),
+                 why_not={"synthetic": _LLMS_ONLY}, options=TorchCompileDecodeOptions,
+                 techniques=TorchCompileDecodeOptions.TECHNIQUES,
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
+    WorkflowInfo(name="handtuned_decode", dynamo=True, **_INDUCTOR, hand_written=True,
+                 why_not={"synthetic": _LLMS_ONLY}, options=HandtunedDecodeOptions, builds_on="torch_compile_decode",
+                 techniques=HandtunedDecodeOptions.TECHNIQUES,
+                 description="Reference, not a compiler: torch_compile_decode with mlcbench's hand-written Triton "
+                             "kernels (one-row projections, one-token attention, few-row split-K GEMM) injected"),
     WorkflowInfo(name="aot_inductor", **_INDUCTOR,
                  why_not={"llm": "no decode loop runs an AOTInductor package yet"},
                  description="torch.export + AOTInductor package, loaded back and run"),
@@ -317,22 +354,23 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                             "decode loop runs a TorchScript module yet"},
                  description="TorchScript (deprecated by torch, still what libtorch and Triton's PyTorch backend "
                              "load): torch.jit.trace, freeze, optimize_for_inference, saved and loaded back"),
-    WorkflowInfo(name="onnxruntime", requires=_ORT,
+    WorkflowInfo(name="onnxruntime", requires=_ORT, options=OnnxRuntimeOptions,
                  description="torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP; "
                              "LLMs: the decoder exported with its KV cache)"),
-    WorkflowInfo(name="onnxruntime_cuda", requires=_ORT,
+    WorkflowInfo(name="onnxruntime_cuda", requires=_ORT, options=OnnxRuntimeOptions,
                  description="ONNX Runtime, CUDA execution provider (LLMs: the decoder exported with its KV cache, "
                              "greedy decode through IO binding)"),
-    WorkflowInfo(name="onnxruntime_trt", requires=_ORT, why_not={
+    WorkflowInfo(name="onnxruntime_trt", requires=_ORT, options=OnnxRuntimeOptions, why_not={
                      "llm": "the TensorRT EP is set up for synthetic models only; the decoder exported with its KV "
                             "cache runs on the CUDA EP (onnxruntime_cuda)"},
                  description="ONNX Runtime, TensorRT execution provider (engine cache in the env cache)"),
-    WorkflowInfo(name="torch_compile_tensorrt", dynamo=True, requires=("torch_tensorrt",), why_not={
+    WorkflowInfo(name="torch_compile_tensorrt", dynamo=True, requires=("torch_tensorrt",), options=TensorrtOptions,
+                 why_not={
                      "llm": "Torch-TensorRT's torch.compile backend cannot take a static KV cache's in-place "
                             "updates (aot_export_joint_simple) and silently falls back to PyTorch; use the "
                             "torch_tensorrt workflow"},
                  description="torch.compile(backend='tensorrt') through Torch-TensorRT"),
-    WorkflowInfo(name="torch_tensorrt", requires=("torch_tensorrt",),
+    WorkflowInfo(name="torch_tensorrt", requires=("torch_tensorrt",), options=TensorrtOptions,
                  description="Torch-TensorRT AOT: torch.export + torch_tensorrt.dynamo.compile, saved and reloaded"),
     WorkflowInfo(name="tensorrt_llm", requires=("tensorrt_llm",), own_worker=True,
                  why_not={"synthetic": "TensorRT-LLM's LLM API runs LLMs only"},

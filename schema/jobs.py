@@ -1,13 +1,13 @@
 import hashlib
-from typing import Annotated, Any, ClassVar, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, Field, StrictInt, field_validator, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS, ModelInfo
+from mlcbench.schema.options import WorkflowOptions
 
 Precision = Literal["fp32", "fp16", "bf16"]
-CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
 def known_workflow(name: str) -> str:
@@ -19,36 +19,6 @@ def known_workflow(name: str) -> str:
 
 # a workflow of the catalog (or a fault workflow of the tests), wherever a name of one enters: job, suite entry
 WorkflowName = Annotated[str, AfterValidator(known_workflow)]
-
-
-class WorkflowOptions(StrictModel):
-    """Knobs a workflow reads; each is recorded with the result. None means the workflow's own default."""
-
-    compile_mode: Optional[CompileMode] = None
-    io_binding: bool = True
-    min_block_size: Optional[int] = Field(default=None, ge=1)
-    fp32_accumulation: Optional[bool] = None
-    # torch_compile_decode's techniques, each one step of an ablation: q/k/v and gate/up each one GEMM over weights
-    # concatenated at load (default on); programmatic dependent launch in Inductor's Triton kernels (default off);
-    # the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, through mlcbench's Triton kernel
-    # instead of Inductor's reduction (default off); each layer's one-token RoPE, cache write and attention as
-    # mlcbench's Triton kernel instead of Inductor's six (default off); the prefill replayed as a CUDA graph, one per
-    # prompt shape, instead of launched kernel by kernel from the host (default off); the projections and LM head of
-    # a step of up to 64 rows through mlcbench's split-K Triton GEMM instead of cuBLAS (default off)
-    fused_projections: Optional[bool] = None
-    pdl: Optional[bool] = None
-    triton_gemv: Optional[bool] = None
-    triton_attention: Optional[bool] = None
-    prefill_graph: Optional[bool] = None
-    triton_gemm: Optional[bool] = None
-
-    # options added after stores were written: left out of a job's identity while None, so old job ids stay valid
-    LATER: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "triton_gemv", "triton_attention",
-                                        "prefill_graph", "triton_gemm")
-
-    def non_default(self) -> str:
-        """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
-        return ", ".join(f"{name}={value}" for name, value in self.model_dump(exclude_defaults=True).items())
 
 
 class Repetition(StrictModel):
@@ -121,6 +91,30 @@ class JobSpec(StrictModel):
             _CatalogModel.model_validate({"model": data.get("model")})  # its error is located at "model"
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _row_of_its_own(cls, data: Any) -> Any:
+        """A job stored before a workflow built on another had its row (torch_compile_decode with mlcbench's kernels,
+        now handtuned_decode) is read as that row's; its job id stays (see _canonical)."""
+        if not isinstance(data, dict):
+            return data
+        options = data.get("options")
+        given = options.model_dump() if isinstance(options, WorkflowOptions) else options
+        if not isinstance(given, dict):
+            return data
+        for name, info in WORKFLOWS.items():
+            if info.builds_on == data.get("workflow") and any(given.get(own) for own in info.own_options()):
+                return {**data, "workflow": name}
+        return data
+
+    @model_validator(mode="after")
+    def _own_options_set(self) -> "JobSpec":
+        info = WORKFLOWS.get(self.workflow)
+        missing = info.missing_own_option(self.options) if info else None
+        if missing:
+            raise ValueError(missing)
+        return self
+
     @property
     def info(self) -> ModelInfo:
         return self.model_info or MODELS[self.model]
@@ -152,14 +146,17 @@ class JobSpec(StrictModel):
 
     def _canonical(self, coordinates: set[str]) -> str:
         """The JSON the hashes read: every field but the timeout and `coordinates`, less the fields (and options)
-        added after stores were written while they are unset, so old ids stay valid."""
+        added after stores were written while they are unset, so old ids stay valid; a workflow built on another is
+        hashed under that one's name, as its jobs were before it had a row."""
         exclude: dict[str, Any] = {name: True for name in ("timeout_s", *coordinates)}
         if self.model_info is None:
             exclude["model_info"] = True
         later = {name: True for name in WorkflowOptions.LATER if getattr(self.options, name) is None}
         if later and "options" not in exclude:
             exclude["options"] = later
-        return self.model_dump_json(exclude=exclude)
+        info = WORKFLOWS.get(self.workflow)
+        hashed = self.model_copy(update={"workflow": info.builds_on}) if info and info.builds_on else self
+        return hashed.model_dump_json(exclude=exclude)
 
     def label(self) -> str:
         options = self.options.non_default()

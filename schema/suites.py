@@ -3,8 +3,9 @@ from typing import Annotated, Literal, Optional
 from pydantic import Field, model_validator
 
 from mlcbench.schema.base import Name, StrictModel
-from mlcbench.schema.catalog import MODELS, ModelInfo
-from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName, WorkflowOptions
+from mlcbench.schema.catalog import MODELS, WORKFLOWS, ModelInfo
+from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName
+from mlcbench.schema.options import WorkflowOptions
 
 # strict: a suite file's 1e3 or true is refused, not run as batch 1000 or 1
 BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
@@ -58,6 +59,14 @@ class SuiteEntry(StrictModel):
     repetition: Repetition = Repetition()
     timeout_s: float = Field(default=1200.0, gt=0, le=86400)
     options: WorkflowOptions = WorkflowOptions()
+
+    @model_validator(mode="after")
+    def _options_its_workflows_read(self) -> "SuiteEntry":
+        for workflow in self.workflows:
+            refusal = WORKFLOWS[workflow].refusal(self.options) if workflow in WORKFLOWS else None
+            if refusal:
+                raise ValueError(refusal)
+        return self
 
 
 class Suite(StrictModel):

@@ -20,6 +20,7 @@ WORKER_LAYERS = (
     ("models",),
     ("stacks",),  # helpers shared by one stack's workflows
     ("decode",),  # decode loops
+    ("kernels",),  # mlcbench's own Triton kernels, which handtuned_decode injects into the compiled decode step
     ("workflows",),
     ("measurement",),  # timers, correctness, and the device, host and package probes
     ("exchange", "orphan"),  # the worker's files and its lifetime beside the host
@@ -36,7 +37,7 @@ ORCHESTRATOR_LAYERS = (
     ("store",),
     ("runtimes",),  # ways to start a worker, the registry of env runtime kinds, and Slurm's side of an array
     ("sweep",),  # the sweep loop, its cells, the reading back of a killed sweep, and the Slurm driver
-    ("reports",),
+    ("reports", "studies"),  # studies: the committed answers, each recomputed from its store by the reports
     ("cli",),
     ("__main__",),
 )

@@ -117,16 +117,15 @@ def test_an_env_naming_a_workflow_the_catalog_lacks_is_refused_with_the_name():
 
 
 def _support_matrix() -> dict[str, str]:
-    """workflow -> its 'envs that offer it' cell, from the README's support matrix, in the table's order."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Support matrix", 1)[1]
-    table = section[section.index("\n| workflow |"):].split("\n\n", 1)[0]  # the first table of the section
+    """workflow -> its 'envs that offer it' cell, from docs/support.md's matrix, in the table's order."""
+    section = (REPO / "docs" / "support.md").read_text()
+    table = section[section.index("\n| workflow |"):].split("\n\n", 1)[0]
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.splitlines()
             if line.startswith("| `")]
     return {re.fullmatch(r"`(\w+)`", row[0]).group(1): row[-1] for row in rows}
 
 
-def test_the_readme_support_matrix_lists_the_catalogs_workflows_in_its_order_with_the_envs_that_offer_them():
+def test_the_support_matrix_lists_the_catalogs_workflows_in_its_order_with_the_envs_that_offer_them():
     matrix = _support_matrix()
     assert list(matrix) == list(WORKFLOWS)
     envs = {name: load_env(name) for name in env_names()}
@@ -157,20 +156,20 @@ def test_a_workflow_module_with_zero_or_two_workflow_classes_is_a_clear_error(cl
         workflow_class(_module("mlcbench.workers.workflows.mine", **classes))
 
 
-def _readme_envs_table() -> list[str]:
-    """The env names of the README's environments table (the one after the support matrix)."""
-    section = (REPO / "README.md").read_text().split("## Support matrix", 1)[1]
+def _docs_envs_table() -> list[str]:
+    """The env names of docs/environments.md's table."""
+    section = (REPO / "docs" / "environments.md").read_text()
     table = section[section.index("\n| env |"):].split("\n\n", 1)[0]
     return [re.fullmatch(r"`([\w.-]+)`", line.split("|")[1].strip()).group(1) for line in table.splitlines()
             if line.startswith("| `")]
 
 
 @pytest.mark.parametrize("env", env_names())
-def test_every_docker_env_has_a_dockerfile_and_a_readme_row(env):
+def test_every_docker_env_has_a_dockerfile_and_a_docs_row(env):
     spec = load_env(env)
     if spec.runtime == "docker":
         assert "Dockerfile" in build_files(spec), f"envs/{env}: a docker env builds a Dockerfile (its own or build_from's)"
-    assert env in _readme_envs_table()
+    assert env in _docs_envs_table()
 
 
 def test_contributing_names_only_tests_that_exist():

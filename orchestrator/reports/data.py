@@ -28,10 +28,17 @@ def kind_of(job: JobSpec) -> Kind:
     return job.info.kind  # type: ignore[return-value]
 
 
-def workflow_order(workflow: str) -> tuple[int, str]:
-    """Catalog order (eager first), unknown names after, alphabetically."""
+def workflow_order(workflow: str) -> tuple[bool, int, str]:
+    """Catalog order (eager first), unknown names after, alphabetically; hand-written reference rows after all."""
     names = list(WORKFLOWS)
-    return (names.index(workflow) if workflow in names else len(names), workflow)
+    return (hand_written(workflow), names.index(workflow) if workflow in names else len(names), workflow)
+
+
+def hand_written(workflow: str) -> bool:
+    """A reference row of mlcbench's own kernels (the catalog's hand_written): shown apart, never ranked with the
+    compilers (P3, "fastest")."""
+    info = WORKFLOWS.get(workflow)
+    return info is not None and info.hand_written
 
 
 @dataclass(frozen=True)

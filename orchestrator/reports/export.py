@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, Optional
 
-from mlcbench.orchestrator.reports.data import (env_of, gpu_of, kind_of, no_verdict, processes_of, spec_fraction,
-                                                throttled_during)
+from mlcbench.orchestrator.reports.data import (env_of, gpu_of, hand_written, kind_of, no_verdict, processes_of,
+                                                spec_fraction, throttled_during)
 from mlcbench.schema import Result
 
 Format = Literal["csv", "json", "parquet"]
@@ -21,6 +21,10 @@ class FlatRow:
     model: str
     weights: str  # a checkpoint folder, or seeded random weights
     workflow: str
+    # a reference row of mlcbench's own kernels (the catalog's hand_written), not a compiler's output
+    hand_written: bool
+    options: str  # JSON: the options the job set away from their defaults
+    applied: str  # JSON: what the workflow recorded it applied (techniques, backend, cache, ...)
     precision: str
     batch: int
     status: str
@@ -88,7 +92,9 @@ def flat_row(result: Result) -> FlatRow:
     latency, gpu = metrics.latency, provenance.gpu
     cold, warm = metrics.compile_cold, metrics.compile_warm
     return FlatRow(
-        gpu=gpu_of(result), env=env_of(result), model=job.model, weights=job.weights, workflow=job.workflow, precision=job.precision,
+        gpu=gpu_of(result), env=env_of(result), model=job.model, weights=job.weights, workflow=job.workflow,
+        hand_written=hand_written(job.workflow), options=job.options.model_dump_json(exclude_defaults=True),
+        applied=metrics.applied.model_dump_json(exclude_defaults=True), precision=job.precision,
         batch=job.batch_size, status=result.status, reason=result.reason, tokens_per_s=metrics.tokens_per_s,
         ttft_ms=metrics.ttft_ms, tpot_ms=metrics.tpot_ms, tflops=metrics.tflops, peak_fraction=metrics.peak_fraction,
         bandwidth_fraction=metrics.bandwidth_fraction, step_ms=latency.step_median_ms if latency else None,

@@ -15,14 +15,14 @@ DECODE = "torch_compile_decode"
 
 
 def variant(medians: list[float], fused: Optional[bool], pdl: Optional[bool], passed: bool = True, batch: int = 1,
-            triton_gemv: Optional[bool] = None):
+            prefill_graph: Optional[bool] = None):
     """A torch_compile_decode cell run with these options, recording what it applied (None: not recorded)."""
     result = cell("llama2-7b", DECODE, medians, batch=batch, passed=passed)
     options = WorkflowOptions(fused_projections=None if fused is None or fused else False, pdl=pdl or None,
-                              triton_gemv=triton_gemv or None)
+                              prefill_graph=prefill_graph or None)
     job = result.job.model_copy(update={"options": options})
     metrics = result.metrics.model_copy(
-        update={"applied": Applied(fused_projections=fused, pdl=pdl, triton_gemv=triton_gemv)})
+        update={"applied": Applied(fused_projections=fused, pdl=pdl, prefill_graph=prefill_graph)})
     return result.model_copy(update={"job": job, "job_id": job.job_id, "metrics": metrics})
 
 
@@ -64,9 +64,9 @@ def test_cells_whose_techniques_were_not_recorded_or_do_not_differ_make_no_ladde
 
 
 def test_a_cell_stored_before_a_later_technique_existed_stands_on_the_ladder_without_it():
-    # recorded fused and PDL but not triton_gemv: stored before that option was added, so it did not use the kernel
+    # recorded fused and PDL but not prefill_graph: stored before that option was added, so it did not use it
     before = variant([5.0, 5.05, 4.95], fused=True, pdl=True)
-    gemv = variant([4.0, 4.04, 3.96], fused=True, pdl=True, triton_gemv=True)
-    [ablation] = ablations(perf_rows([gemv, before]))
+    graph = variant([4.0, 4.04, 3.96], fused=True, pdl=True, prefill_graph=True)
+    [ablation] = ablations(perf_rows([graph, before]))
     assert [rung.techniques for rung in ablation.rungs] == [("fused_projections", "pdl"),
-                                                             ("fused_projections", "pdl", "triton_gemv")]
+                                                             ("fused_projections", "pdl", "prefill_graph")]

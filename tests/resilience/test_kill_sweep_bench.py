@@ -1,4 +1,4 @@
-"""benchmarks/kill_sweep.py sees the workers it waits for: its check that no worker outlives a SIGKILLed orchestrator
+"""tests/bench/kill_sweep.py sees the workers it waits for: its check that no worker outlives a SIGKILLed orchestrator
 matched a bare `workers` argument, which no worker's command line has (`python -m mlcbench.workers ...`), so it never
 saw one and waited for none."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mlcbench.schema.protocol import worker_command
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "kill_sweep.py"
+BENCH = Path(__file__).resolve().parents[2] / "tests" / "bench" / "kill_sweep.py"
 
 
 def load():

@@ -7,28 +7,30 @@ The performance tricks, all visible here: q/k/v and gate/up are each one fused G
 layer; `fuse_projections=False` keeps one GEMM per projection, the ablation's base); the KV cache is a static buffer of
 the module (same shapes every step, so one CUDA graph replays every step); attention is written out in plain ops that
 Inductor generates itself (cached_attention), with grouped-query heads reading their shared K/V in place (no repeat
-of the cache); only the last position goes through the LM head. Given a `row_kernel` (workers/decode/gemv.py's), a
+of the cache); only the last position goes through the LM head. Given a `row_kernel` (workers/kernels/gemv.py's), a
 one-row step runs each projection as one call of it that also does the RMSNorm before, the SiLU*up before, the
 residual add after (one_row_projection says what it computes). Given an `attention_kernel`
-(workers/decode/attention.py's), a one-token step runs each layer's RoPE, cache write and attention as one call of
-it. Given a `gemm_kernel` (workers/decode/gemm.py's), a one-token step of several rows runs each projection and the
+(workers/kernels/attention.py's), a one-token step runs each layer's RoPE, cache write and attention as one call of
+it. Given a `gemm_kernel` (workers/kernels/gemm.py's), a one-token step of several rows runs each projection and the
 LM head through it.
 
 Same weights, not a copy: the fused tensors are built once and the HF model's q/k/v and gate/up weights become views
 of them (unfused, the HF weights themselves), so both models keep computing with the very same storage and memory is
 not doubled."""
 
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 from torch import nn
+
+from mlcbench.schema.families import STATIC_DECODE_ARCHITECTURES
 
 
 class Unfit(ValueError):
     """The model is not one this module implements; the message names its architecture and says why."""
 
 
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+ARCHITECTURES = STATIC_DECODE_ARCHITECTURES
 # RoPE whose tables depend only on the position; "dynamic" and "longrope" change them with the sequence length
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
@@ -144,6 +146,14 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: tor
 
 AttentionKernel = Callable[..., torch.Tensor]  # cached_attention's signature, for one token
 GemmKernel = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # F.linear's, without bias
+
+
+class Kernels(NamedTuple):
+    """What StaticLlama runs in place of its own PyTorch ops (None: its own, which Inductor compiles)."""
+
+    row_kernel: Optional[RowKernel] = None
+    attention_kernel: Optional[AttentionKernel] = None
+    gemm_kernel: Optional[GemmKernel] = None
 
 
 class Block(nn.Module):

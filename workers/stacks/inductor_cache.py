@@ -73,8 +73,8 @@ def install_keys() -> list[Callable[[], object]]:
 
 def hash_installs_ahead() -> "Future[float]":
     """Compute install_keys() on a thread, beside whatever the process does next (building the model): without it,
-    the first compile computes them. On the H100 a warm Llama-2 static compile was 0.8 s shorter with it and the build
-    0.6 s longer, both holding the interpreter's lock (benchmarks/README, sixth pass). A compile that asks for a key
+    the first compile computes them, and a warm compile waits for the hashes of whole installs; the build takes a
+    little longer for it, both holding the interpreter's lock. A compile that asks for a key
     while the thread computes it waits for it (torch 2.13) or computes it again (older torch and Triton keep their
     keys in caches without a lock). The future's value is the thread's seconds."""
 
@@ -155,8 +155,7 @@ GUARDS_KEPT = frozenset({"TENSOR_MATCH", "SHAPE_ENV", "NO_TENSOR_ALIASING", "GLO
 def guards_kept(entries: list[Any]) -> list[bool]:
     """dynamo's guard filter for the compiles above: the guards of GUARDS_KEPT, and those on an int's value. Every
     call checks a compiled function's guards, and every warm process builds them again from the precompile cache
-    (twice, torch 2.11-2.13): on the H100 a Llama-2 b1 warm start spent 0.8-1.3 s of about 3 s on them with every
-    guard (benchmarks/README). Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13,
+    (twice, torch 2.11-2.13): with every guard kept, that rebuild is a large share of a warm start. Of the 6,671 guards of a 32-layer Llama's decode forward on a static cache (torch 2.13,
     here) GUARDS_KEPT alone kept 438 (the int guards are not counted in that figure); the rest are on module
     attributes (hooks, flags, config values), on the KV cache object's and on transformers' globals. What they check,
     the job's cache folder already fixes (job_shape: the model, its config, the options, the workflow's cache).
@@ -187,7 +186,7 @@ def recheck_autotune_cache(self, reload_kernel_from_src: Callable[[], Any]) -> N
     that the kernel's first run does not tune it again. torch 2.9 and 2.11 (their wheels' source; 2.7 has no such
     method) ignore the stored config of a kernel with one config (every kernel outside max-autotune) and drop the flag
     of the others: a warm torch_compile_decode process ran coordinate descent on its statically launched kernels
-    again (193-252 benchmark calls on an H100, benchmarks/results/h100-warm-start-profile-2026-11-26)."""
+    again, at every warm start."""
     from torch._inductor.runtime.triton_heuristics import check_autotune_cache, triton_config_to_hashable
 
     configs = [result.config for result in self.compile_results]

@@ -37,6 +37,12 @@ class CompareRow:
     second_no_verdict: Optional[str] = None
     # the two sides measured on two physical GPUs where the comparison is not of GPUs (two envs, two stores)
     across_gpus: Optional[str] = None
+    options: str = ""  # the options the cell set away from their defaults (JobSpec.workflow_label), in words
+
+    @property
+    def workflow_label(self) -> str:
+        """The workflow with its settings: two rows of one workflow with other options are other cells."""
+        return f"{self.workflow} [{self.options}]" if self.options else self.workflow
 
     @property
     def ratio(self) -> Optional[float]:
@@ -189,7 +195,8 @@ def _comparison(axis: Axis, first: str, second: str, sides: Sides) -> Comparison
                                    tuple(flag for row in (a, b) if row for flag in row.flags()), figure,
                                    a.no_verdict if a and a.value is not None else None,
                                    b.no_verdict if b and b.value is not None else None,
-                                   across_gpus(a.result, b.result) if a and b and axis != "gpu" else None))
+                                   across_gpus(a.result, b.result) if a and b and axis != "gpu" else None,
+                                   (a or b).result.job.options.non_default()))  # type: ignore[union-attr]
     compared.sort(key=lambda r: (r.model, r.fixed, workflow_order(r.workflow), r.precision, r.batch))
     return Comparison(axis, first, second, tuple(compared),
                       (SideHosts(first, frozenset(hosts[first])), SideHosts(second, frozenset(hosts[second]))))
@@ -217,7 +224,7 @@ def comparison_table(comparison: Comparison) -> Table:
     columns = (Column("model"), Column("workflow"), Column("batch", numeric=True), Column(FIXED[comparison.axis]),
                Column("unit"), Column(comparison.first, numeric=True), Column(comparison.second, numeric=True),
                Column("ratio [95 % interval]", numeric=True), Column("flags"))
-    rows = tuple((*text_cells(row.model, row.workflow, str(row.batch), row.fixed, row.unit,
+    rows = tuple((*text_cells(row.model, row.workflow_label, str(row.batch), row.fixed, row.unit,
                               _figure(row.first, row.first_status), _figure(row.second, row.second_status),
                               row.label()),
                   Cell(", ".join(row.flags), tone="flagged" if row.flags else None)) for row in comparison.rows)

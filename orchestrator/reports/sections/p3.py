@@ -7,9 +7,10 @@ from statistics import median
 from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
-from mlcbench.orchestrator.reports.data import DEVICE_TIME_BELOW_MS, VERDICT_PROCESSES, PerfRow, workflow_order
+from mlcbench.orchestrator.reports.data import (DEVICE_TIME_BELOW_MS, VERDICT_PROCESSES, PerfRow, hand_written,
+                                                workflow_order)
 from mlcbench.orchestrator.reports.table import Bullets, Cell, Column, Section, Table, text_cells
-from mlcbench.schema import REFERENCE
+from mlcbench.schema import REFERENCE, WORKFLOWS
 from mlcbench.schema.results import DecodeLoop
 
 # (minimum median speedup over eager, score), best first
@@ -106,7 +107,8 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
     for row in rows_in_envs_that_ran:
         by_variant[(row.workflow, row.result.job.options.non_default())].append(row)
     scored = []
-    for workflow, options in sorted(by_variant, key=lambda variant: (workflow_order(variant[0]), variant[1])):
+    for workflow, options in sorted((variant for variant in by_variant if not hand_written(variant[0])),
+                                    key=lambda variant: (workflow_order(variant[0]), variant[1])):
         members = by_variant[(workflow, options)]
         worked = [row for row in members if _worked(row)]
         # eager is its own reference: 1.0, where it can carry a verdict itself
@@ -171,4 +173,9 @@ def p3_section(rows: Iterable[P3Row]) -> Optional[Section]:
         "", "scores 1 (worst) to 5 (best), from the data in this report",
         (Column("workflow"), Column("performance"), Column("productivity"), Column("portability"),
          Column("input flexibility"), Column("architecture support"), Column("failed checks")),
-        tuple(_cells(row) for row in rows)), Bullets("Rubric", tuple(f"{name}: {text}" for name, text in RUBRIC))))
+        tuple(_cells(row) for row in rows)), Bullets("Rubric", tuple(f"{name}: {text}" for name, text in RUBRIC) + (_NOT_SCORED,))))
+
+
+_NOT_SCORED = ("Not scored: the hand-written reference rows (" + ", ".join(
+    name for name, info in WORKFLOWS.items() if info.hand_written) + "), mlcbench's own kernels rather than a "
+    "compiler's output")

@@ -7,8 +7,8 @@ from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import (DEVICE_TIME_BELOW_MS, RULES, VERDICT_PROCESSES, WIDE_INTERVAL, Kind,
-                                                PerfRow, across_gpus, device_timing, provenance_line, settings_label,
-                                                time_ratio, workflow_order)
+                                                PerfRow, across_gpus, device_timing, hand_written, provenance_line,
+                                                settings_label, time_ratio, workflow_order)
 from mlcbench.orchestrator.reports.table import Cell, Column, Paragraph, Section, Table
 
 
@@ -29,8 +29,9 @@ class Fastest:
 
 def fastest(batch: int, rows: Iterable[PerfRow]) -> Fastest:
     rows = list(rows)
-    judged = [row for row in rows if row.no_verdict is None]
-    skipped = [f"{row.workflow} ({row.no_verdict})" for row in rows if row.value is not None and row.no_verdict]
+    judged = [row for row in rows if row.no_verdict is None and not hand_written(row.workflow)]
+    skipped = [f"{row.workflow} ({row.no_verdict or 'hand-written reference'})" for row in rows
+               if row.value is not None and (row.no_verdict or hand_written(row.workflow))]
     tail = f"; not judged: {', '.join(skipped)}" if skipped else ""
     if not judged:
         return Fastest(batch, None, f"b{batch}: no verdict (no cell with ≥ {VERDICT_PROCESSES} processes and a "

@@ -1,0 +1,62 @@
+"""The studies behind the figures the README and docs quote: each quoted study exists, its manifest's figure
+recomputes from its store with the reports' own code, the answer quotes that figure, the index is the manifests', and
+benchmarks/ holds what a user runs and the studies, nothing dated."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mlcbench.orchestrator import studies
+
+REPO = Path(__file__).resolve().parents[1]
+STUDIES = studies.studies()
+
+
+def test_there_are_studies():
+    assert {"decode-memory-limit", "decode-kernels", "warm-start", "crossgen"} <= set(STUDIES)
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_a_study_s_figure_recomputes_from_its_store_and_its_answer_quotes_it(name):
+    manifest = STUDIES[name]
+    folder = studies.STUDIES / name
+    assert (folder / manifest.store).is_file() and (folder / manifest.report).is_file()
+    assert studies.recomputed(folder, manifest) == manifest.figure
+    assert manifest.figure.text() in manifest.answer
+
+
+def test_a_figure_the_store_does_not_give_is_found_out(tmp_path):
+    name = "decode-memory-limit"
+    manifest = STUDIES[name]
+    wrong = manifest.model_copy(update={"figure": manifest.figure.model_copy(update={"value": 0.9})})
+    assert studies.recomputed(studies.STUDIES / name, wrong) != wrong.figure
+
+
+def _quoted_studies() -> set[str]:
+    docs = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+    return {match for doc in docs for match in re.findall(r"benchmarks/studies/([\w-]+)", doc.read_text())}
+
+
+def test_every_study_the_readme_and_docs_quote_exists():
+    quoted = _quoted_studies()
+    assert quoted and quoted <= set(STUDIES)
+
+
+def test_the_benchmarks_index_is_written_from_the_manifests():
+    text = (REPO / "benchmarks" / "README.md").read_text()
+    assert text == studies.index()
+    assert len(text.splitlines()) <= 200
+
+
+def test_benchmarks_holds_few_files_and_none_named_by_a_date_or_a_commit():
+    tracked = subprocess.run(["git", "ls-files", "benchmarks"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert 0 < len(tracked) <= 60
+    dated = [path for path in tracked if re.search(r"\d{4}-\d{2}-\d{2}|(?<![0-9a-z])[0-9a-f]{7,40}(?![0-9a-z])", path)]
+    assert dated == []
+
+
+def test_the_support_matrix_is_written_from_the_catalog_the_envs_and_the_studies():
+    assert (REPO / "docs" / "support.md").read_text() == studies.support_page()
