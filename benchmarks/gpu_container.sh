@@ -27,7 +27,8 @@
 # Calls, as the lead runs them (the machine must stay warm between them: /root holds the engine, images and stores):
 #   1. carry .debs/a (docker.io, tini, the libraries dockerd links; 39 MB):   bash benchmarks/gpu_container.sh stage
 #   2. carry .debs/b (containerd, runc; 29 MB):   bash benchmarks/gpu_container.sh stage install dockerd image
-#   3. carry .whl (mlcbench's wheel of this revision and the host side's wheels; every later call too):
+#   3. carry .whl (9 MB: mlcbench's wheel of this revision, the host side's wheels, and requests for the Docker SDK,
+#      which the machine's Python may lack; every later call too):
 #        MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, here> bash benchmarks/gpu_container.sh build check
 #   4. MLCBENCH_GIT_REV=... bash benchmarks/gpu_container.sh sweep   (again until it says every cell is stored)
 #   5. the same with `local`, then `compare`
