@@ -27,15 +27,17 @@ seen = {"uid": os.getuid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE
 import torch
 seen["cuda_uuids"] = ["GPU-" + str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
 seen["cuda_sum"] = float((torch.ones(1024, device="cuda") * 2).sum()) if seen["cuda_uuids"] else None
-import pynvml
-pynvml.nvmlInit()
-nvml = []
-for index in range(pynvml.nvmlDeviceGetCount()):
-    try:
-        nvml.append(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index)))
-    except pynvml.NVMLError as error:
-        nvml.append(f"unreachable: {error}")
-seen["nvml"] = nvml
+seen["nvml"] = []
+try:
+    import pynvml
+    pynvml.nvmlInit()
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        try:
+            seen["nvml"].append(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index)))
+        except pynvml.NVMLError as error:
+            seen["nvml"].append(f"unreachable: {error}")
+except Exception as error:
+    seen["nvml_error"] = repr(error)
 print(json.dumps(seen))
 """
 
