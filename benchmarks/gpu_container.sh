@@ -124,13 +124,18 @@ step_image() {
     say "python $("$PYTHON" --version 2>&1) (venv $venv, made from $base); archiving ${parts[*]/#//}"
     du -sh "${parts[@]/#//}" 2>/dev/null | sed 's/^/gpu_container:   /' || true
     local start=$SECONDS
-    # readable by the worker's user (nobody) wherever the machine keeps its interpreter (/root is 0700); no secrets
+    # readable by the worker's user (nobody) wherever the machine keeps its interpreter (/root is 0700); no secrets.
+    # tar's exit 1 (a file changed while read, on a live machine) is a warning, not a failure
+    set +e +o pipefail
     tar -C / --create --numeric-owner --mode=a+rX --exclude=usr/local/nvidia --exclude='libcuda.so*' \
         --exclude='libcudadebugger.so*' --exclude='libnvidia-*.so*' --exclude=etc/shadow --exclude=etc/gshadow \
         --exclude='etc/ssh/ssh_host_*' --exclude='*/__pycache__' "${parts[@]}" \
       | docker import --change "ENV PATH=$venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-          --change "ENV LANG=C.UTF-8" - "$BASE_REPOSITORY:imported" >/dev/null \
-      || fail "tar | docker import failed"
+          --change "ENV LANG=C.UTF-8" - "$BASE_REPOSITORY:imported" >/dev/null
+    local statuses=("${PIPESTATUS[@]}")
+    set -e -o pipefail
+    [ "${statuses[0]}" -le 1 ] && [ "${statuses[1]}" = 0 ] \
+        || fail "tar (exit ${statuses[0]}) | docker import (exit ${statuses[1]}) failed"
     local layer
     layer=$(docker image inspect --format '{{index .RootFS.Layers 0}}' "$BASE_REPOSITORY:imported")
     docker tag "$BASE_REPOSITORY:imported" "$BASE_REPOSITORY:${layer:7:16}"
