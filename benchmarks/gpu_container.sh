@@ -6,7 +6,7 @@
 #   bash benchmarks/gpu_container.sh STEP...        (steps run in the order given; `all`: install through compare)
 #
 # Steps (each prints what it did, is safe to run again, and stops the script with a message on the first failure):
-#   stage      copy the .deb files carried in .debs/ (any subfolder) to $DEBS: the packages are ~67 MB, more
+#   stage      copy the .deb files carried in .debs/ (any subfolder) to /root/debs: the packages are 67 MB, more
 #              than one call carries, so the first call stages .debs/a and the next carries .debs/b
 #   install    unpack the packages (dpkg -x) into /root/docker-root, link the libraries the machine lacks
 #   dockerd    start dockerd (--iptables=false --bridge=none --storage-driver=overlay2, data under /root/docker-data,
