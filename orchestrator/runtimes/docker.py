@@ -1,21 +1,25 @@
 """Docker envs: each worker is a container of the env's image, with the repository's schema/ and workers/ mounted
-read-only (worker changes need no rebuild), the exchange folder read-write, and the GPU pinned by UUID. Workers are
+read-only (worker changes need no rebuild), the exchange folder read-write, and the GPU pinned by UUID (through NVIDIA's
+container toolkit, or without it by passing the GPU's device nodes and driver libraries: gpu_passthrough.py). Workers are
 locked down: not root, no network, no capabilities, no privilege gain, a read-only root filesystem, process and
 memory limits from env.toml."""
 
 import os
+import shutil
 import socket
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import docker
 import docker.errors
-from docker.types import DeviceRequest, Ulimit
+from docker.types import Ulimit
 from rich.console import Console
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, EnvImage, connect, ensure_image
 from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Lane, Runtime, WorkerFiles
+from mlcbench.orchestrator.runtimes.gpu_passthrough import (TOOLKIT_HOOK, GpuAccess, ToolkitGpu, find_passthrough,
+                                                            toolkit_serves_gpus)
 from mlcbench.orchestrator.store.redaction import SECRETS
 from mlcbench.schema import EnvSpec, JobSpec
 from mlcbench.schema.protocol import IMAGE_DIGEST_ENV, read_lines, worker_command
@@ -33,11 +37,13 @@ UNPRIVILEGED_UID = UNPRIVILEGED_GID = 65534
 STOP_WAIT_S = 30
 
 
-def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: Path, gpu_uuid: Optional[str] = None,
+def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: Path, gpu: Optional[GpuAccess] = None,
                       *, extra_env: Optional[dict[str, str]] = None, labels: Optional[dict[str, str]] = None,
                       network: bool = False, code_root: Path = CODE_ROOT, user: Optional[str] = None,
                       checkpoints: Iterable[str] = (), cpus: Optional[frozenset[int]] = None) -> dict[str, Any]:
-    """Keyword arguments of `client.containers.run` for one worker (pure: no engine needed)."""
+    """Keyword arguments of `client.containers.run` for one worker (pure: no engine needed). gpu: how the container
+    gets its GPU, for an env that targets GPUs."""
+    gpu = gpu if env.gpu_archs else None
     work = files.folder.resolve()
     volumes = {str(code_root / package): {"bind": f"{CONTAINER_CODE}/mlcbench/{package}", "mode": "ro"}
                for package in CODE_PACKAGES}
@@ -45,6 +51,8 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
     volumes.update({folder: {"bind": folder, "mode": "ro"} for folder in checkpoints})
     volumes[str(work)] = {"bind": CONTAINER_WORK, "mode": "rw"}
     volumes[str(cache_dir.resolve())] = {"bind": CONTAINER_CACHE, "mode": "rw"}
+    if gpu:
+        volumes.update(gpu.volumes())
     environment = {
         **env.run.env,
         "PYTHONPATH": CONTAINER_CODE,
@@ -54,6 +62,7 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         "USER": "mlcbench",
         **{name: os.environ[name] for name in SECRETS if os.environ.get(name)},
         **(extra_env or {}),
+        **(gpu.environment() if gpu else {}),
     }
     options: dict[str, Any] = {
         "image": image,
@@ -88,9 +97,19 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         options["ipc_mode"] = "host"  # /dev/shm is the host's then: a shm size would not apply
     elif env.run.shm_size:
         options["shm_size"] = env.run.shm_size
-    if gpu_uuid and env.gpu_archs:
-        options["device_requests"] = [DeviceRequest(device_ids=[gpu_uuid], capabilities=[["gpu"]])]
+    if gpu and gpu.device_requests():
+        options["device_requests"] = gpu.device_requests()
+    if gpu and gpu.devices():
+        options["devices"] = gpu.devices()
     return options
+
+
+def gpu_access(client: docker.DockerClient, image: EnvImage, gpu_uuid: str) -> GpuAccess:
+    """The toolkit's DeviceRequest where the engine has the toolkit, else the passthrough of this host's GPU."""
+    if toolkit_serves_gpus(client.info(), shutil.which(TOOLKIT_HOOK) is not None):
+        return ToolkitGpu(gpu_uuid)
+    image_env = dict(item.split("=", 1) for item in client.images.get(image.tag).attrs["Config"].get("Env") or [])
+    return find_passthrough(gpu_uuid, image_library_path=image_env.get("LD_LIBRARY_PATH", ""))
 
 
 def checkpoint_folders(files: WorkerFiles) -> set[str]:
@@ -173,7 +192,6 @@ class DockerRuntime(Runtime):
         super().__init__(env)
         self.client = client or connect()
         self.cache_dir = cache_dir
-        self.gpu_uuid = gpu_uuid
         self.extra_env = extra_env or {}
         self.network = network
         self.cpus = cpus
@@ -181,6 +199,7 @@ class DockerRuntime(Runtime):
                        f"{LABEL}.pid": str(os.getpid())}
         remove_leftovers(self.client)
         self.image: EnvImage = ensure_image(self.client, env, build, console)
+        self.gpu = gpu_access(self.client, self.image, gpu_uuid) if gpu_uuid and env.gpu_archs else None
         self._workers: list[ContainerWorker] = []
         self.cache_dir.mkdir(parents=True, exist_ok=True)  # created by the engine it would belong to root
         hand_to_worker(self.cache_dir)
@@ -193,7 +212,7 @@ class DockerRuntime(Runtime):
     def start_worker(self, files: WorkerFiles) -> ContainerWorker:
         self._remove_finished()
         hand_to_worker(files.folder)
-        options = container_options(self.env, self.image.tag, files, self.cache_dir, self.gpu_uuid,
+        options = container_options(self.env, self.image.tag, files, self.cache_dir, self.gpu,
                                     extra_env={IMAGE_DIGEST_ENV: self.image.digest, **self.extra_env},
                                     labels=self.labels, network=self.network, checkpoints=checkpoint_folders(files),
                                     cpus=self.cpus)

@@ -10,6 +10,7 @@ from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, build_args, connect, image_tag
 from mlcbench.orchestrator.runtimes.base import WorkerFiles
 from mlcbench.orchestrator.runtimes.docker import CODE_ROOT, checkpoint_folders, container_options
+from mlcbench.orchestrator.runtimes.gpu_passthrough import ToolkitGpu
 from mlcbench.schema import EnvSpec, JobSpec, RunOptions
 
 GPU_UUID = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
@@ -23,7 +24,7 @@ def gpu_env() -> EnvSpec:
 
 def options_for(env: EnvSpec, tmp_path: Path, **kwargs) -> dict:
     files = WorkerFiles(tmp_path / "work")
-    return container_options(env, "mlcbench/triton-test:abc", files, tmp_path / "cache", GPU_UUID, **kwargs)
+    return container_options(env, "mlcbench/triton-test:abc", files, tmp_path / "cache", ToolkitGpu(GPU_UUID), **kwargs)
 
 
 def test_gpu_worker_is_pinned_by_uuid_with_ngc_settings(tmp_path):
