@@ -4,6 +4,7 @@ carry on with a fresh worker for the rest."""
 
 import signal
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -75,11 +76,17 @@ def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_re
     # due_since: since when jobs[done] is due: the worker's start, then each result (a worker that hangs before it
     # starts a job times out like one that hangs inside it)
     done, started, due_since = 0, 0, time.monotonic()
+    due_at = datetime.now(timezone.utc)  # the same moment on the wall clock: a lost job's result says when it ran
+
+    def lost(result: Result) -> Result:
+        return result.model_copy(update={"provenance": result.provenance.model_copy(update={
+            "started_at": due_at, "ended_at": datetime.now(timezone.utc)})})
+
     while done < len(jobs):
         for line in results.new_lines():
             on_result(parse_result_line(line, jobs[done]))
             done += 1
-            due_since = time.monotonic()
+            due_since, due_at = time.monotonic(), datetime.now(timezone.utc)
             if done == len(jobs) or stop.requested:
                 return done
         for _ in progress.new_lines():
@@ -94,15 +101,15 @@ def _follow(handle: WorkerHandle, files: WorkerFiles, jobs: list[JobSpec], on_re
                 on_result(parse_result_line(line, jobs[done]))
                 done += 1
             if done < len(jobs):
-                on_result(_died(jobs[done], exit_code, handle))
+                on_result(lost(_died(jobs[done], exit_code, handle)))
                 done += 1
             return done
         job = jobs[done]
         if time.monotonic() - due_since > job.timeout_s:
             handle.kill()
             where = "" if started > done else " (the worker never started it)"
-            on_result(Result.without_run(job, "timeout", f"no result within the job's {job.timeout_s:g} s timeout"
-                                         f"{where}", log_tail=handle.log_tail()))
+            on_result(lost(Result.without_run(job, "timeout", f"no result within the job's {job.timeout_s:g} s "
+                                              f"timeout{where}", log_tail=handle.log_tail())))
             return done + 1
         time.sleep(poll_s)
     return done

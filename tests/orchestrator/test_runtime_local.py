@@ -31,6 +31,8 @@ def test_worker_killed_mid_job_keeps_finished_results_and_records_the_crash(tmp_
     assert [r.status for r in results] == ["ok", "crashed", "ok"]
     crashed = results[1]
     assert crashed.exit_code == -9 and "SIGKILL" in crashed.reason
+    # when the lost job ran: a sweep's wall-time breakdown counts it
+    assert results[0].provenance.ended_at <= crashed.provenance.started_at <= crashed.provenance.ended_at
     # a fresh worker ran the last job: two exchange folders
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["worker-000", "worker-001"]
 
