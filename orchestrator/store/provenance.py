@@ -35,11 +35,12 @@ def git_revision() -> Optional[str]:
 
 def setup(result: Result) -> dict[str, object]:
     """What the processes of one attempt at a cell share (one program, measured one way): the GPU, the host, the code
-    revision and the library versions. A process that differs in any of them starts a new attempt."""
+    revision, the library versions and how its workers started. A process that differs in any of them starts a new
+    attempt."""
     provenance = result.provenance
     return {"GPU UUID": provenance.gpu.uuid if provenance.gpu else None, "host": provenance.hostname,
             "code revision": provenance.git_rev, "Python": provenance.python,
-            "library versions": sorted(provenance.packages.items())}
+            "library versions": sorted(provenance.packages.items()), "start-up": provenance.startup}
 
 
 def setup_change(before: Result, after: Result) -> Optional[str]:

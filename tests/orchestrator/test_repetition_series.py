@@ -186,8 +186,8 @@ def _stopped_after_one_process(tmp_path, store: Store, answer) -> Result:
     return partial
 
 
-@pytest.mark.parametrize("change", ["gpu", "host", "revision", "library"])
-def test_a_resume_on_another_gpu_host_revision_or_library_starts_a_new_attempt(tmp_path, monkeypatch, change):
+@pytest.mark.parametrize("change", ["gpu", "host", "revision", "library", "startup"])
+def test_a_resume_on_another_gpu_host_revision_library_or_startup_starts_a_new_attempt(tmp_path, monkeypatch, change):
     before = dict(gpu="GPU-aaaa", host="node-a")
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     monkeypatch.setenv(provenance.GIT_REV_VARIABLE, "rev-one")
@@ -209,6 +209,9 @@ def test_a_resume_on_another_gpu_host_revision_or_library_starts_a_new_attempt(t
         if change == "library":
             result = result.model_copy(update={"provenance": result.provenance.model_copy(update={
                 "packages": {"torch": "2.12.0"}})})
+        if change == "startup":  # the stored process started as a new interpreter, this one forked
+            result = result.model_copy(update={"provenance": result.provenance.model_copy(update={
+                "startup": "fork"})})
         return result
 
     try:
