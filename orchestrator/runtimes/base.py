@@ -12,6 +12,16 @@ from mlcbench.schema.protocol import Startup
 LOG_TAIL_CHARS = 4000
 
 
+def file_tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
+    """The last `chars` bytes of a worker's log, as text ("" before it has one)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, path.stat().st_size - chars))
+            return handle.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
 class WorkerHandle(Protocol):
     def poll(self) -> Optional[int]:
         """The exit code once the worker has ended, else None."""

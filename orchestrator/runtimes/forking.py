@@ -9,7 +9,7 @@ from typing import Optional
 
 from pydantic import ValidationError
 
-from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS
+from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, file_tail
 from mlcbench.schema.protocol import ForkRequest, ZygoteEvent, encode_line
 
 # importing torch, Inductor and transformers: seconds on a GPU host, a minute on a loaded 2-core machine
@@ -114,10 +114,7 @@ class Zygote:
             self._changed.notify_all()
 
     def _tail(self) -> str:
-        try:
-            return self._log.read_bytes()[-LOG_TAIL_CHARS:].decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return file_tail(self._log)
 
 
 class ForkedWorker:
@@ -138,12 +135,7 @@ class ForkedWorker:
             self._zygote.wait(self._pid, KILL_WAIT_S)
 
     def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
-        try:
-            with open(self._log, "rb") as handle:
-                handle.seek(max(0, self._log.stat().st_size - chars))
-                return handle.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
+        return file_tail(self._log, chars)
 
     def oom_killed(self) -> bool:
         return False

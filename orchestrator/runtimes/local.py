@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Optional, Union
 
-from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Lane, Runtime, WorkerFiles
+from mlcbench.orchestrator.runtimes.base import LOG_TAIL_CHARS, Lane, Runtime, WorkerFiles, file_tail
 from mlcbench.orchestrator.runtimes.forking import ForkedWorker, Zygote, ZygoteUnavailable
 from mlcbench.schema.protocol import (LAUNCHED_AT_ENV, ORCHESTRATOR_PID_ENV, STARTUP_ENV, ForkRequest, Startup,
                                       worker_command, zygote_command)
@@ -28,12 +28,7 @@ class LocalWorker:
             self._process.wait()
 
     def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
-        try:
-            with open(self._log, "rb") as handle:
-                handle.seek(max(0, self._log.stat().st_size - chars))
-                return handle.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
+        return file_tail(self._log, chars)
 
     def oom_killed(self) -> bool:
         return False
