@@ -107,6 +107,12 @@ def test_cpu_env_gets_no_gpu_and_its_shm_size(tmp_path):
     assert options_for(cpu, tmp_path, network=True)["network_mode"] == "bridge"
 
 
+def test_a_lanes_container_runs_on_its_share_of_the_hosts_cores(tmp_path):
+    cpu = EnvSpec(name="cpu-test", runtime="docker", workflows=["eager"])
+    assert "cpuset_cpus" not in options_for(cpu, tmp_path)
+    assert options_for(cpu, tmp_path, cpus=frozenset({9, 8, 10}))["cpuset_cpus"] == "8,9,10"
+
+
 def test_image_tag_is_stable_and_follows_files_and_build_settings(envs_copy, tmp_path):
     env = load_env("cpu")
     tag = image_tag(env)
