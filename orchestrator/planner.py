@@ -20,6 +20,9 @@ class EnvPlan:
     to_run: list[JobSpec] = field(default_factory=list)
     # job_id -> the stored result of a cell that a stopped sweep left short of its processes: the cell goes on from it
     resumed: dict[str, Result] = field(default_factory=dict)
+    # cells whose stored result is a failure (a crash, a timeout ...): tried again, after every other cell, so that a
+    # resume spends its time on what was never measured before what failed last time
+    retried: set[str] = field(default_factory=set)
     unsupported: list[Result] = field(default_factory=list)
     skipped: int = 0
 
@@ -145,6 +148,8 @@ def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config
         plan.to_run.append(job)
         if is_partial(stored):
             plan.resumed[job.job_id] = stored
+        elif stored is not None and stored.status not in FINAL_STATUSES:
+            plan.retried.add(job.job_id)
     return plan
 
 

@@ -1,6 +1,6 @@
 from typing import Annotated, Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_serializer, model_validator
 
 from mlcbench.schema.base import Name, StrictModel
 from mlcbench.schema.catalog import MODELS, WORKFLOWS, ModelInfo
@@ -59,6 +59,12 @@ class SuiteEntry(StrictModel):
     repetition: Repetition = Repetition()
     timeout_s: float = Field(default=1200.0, gt=0, le=86400)
     options: WorkflowOptions = WorkflowOptions()
+
+    @field_serializer("options")
+    def _options_as_given(self, options: WorkflowOptions) -> dict:
+        """The options the entry gave, and no others: each one given counts (WorkflowInfo.refusal), so an entry read
+        back (a Slurm array's plan) must not give more."""
+        return options.model_dump(exclude_unset=True)
 
     @model_validator(mode="after")
     def _options_its_workflows_read(self) -> "SuiteEntry":

@@ -247,40 +247,50 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
         def run_lane(index: int) -> None:
             gpu, runtime = runtimes[index]
             lane_cells = [cell for cell in cells.values() if cell.runtime == index]
-            for round_index in itertools.count():
-                due = [cell.job for cell in lane_cells if cell.due()]
-                if not due or stop.requested or (options.max_rounds is not None and round_index >= options.max_rounds):
-                    return
-                order = list(due)
-                random.Random(f"{options.order_seed}:{env.name}:{round_index}").shuffle(order)
-                positions = {job.job_id: position for position, job in enumerate(order)}
+            # what failed in an earlier sweep comes after everything else (EnvPlan.retried)
+            phases = [[cell for cell in lane_cells if cell.job.job_id not in env_plan.retried],
+                      [cell for cell in lane_cells if cell.job.job_id in env_plan.retried]]
+            round_index = 0
+            for phase in phases:
+                while not stop.requested and (options.max_rounds is None or round_index < options.max_rounds):
+                    due = [cell.job for cell in phase if cell.due()]
+                    if not due:
+                        break
+                    run_round(index, gpu, runtime, due, round_index)
+                    round_index += 1
+
+        def run_round(index: int, gpu: Optional[GpuInfo], runtime: Runtime, due: list[JobSpec],
+                      round_index: int) -> None:
+            order = list(due)
+            random.Random(f"{options.order_seed}:{env.name}:{round_index}").shuffle(order)
+            positions = {job.job_id: position for position, job in enumerate(order)}
+            with writer.lock:
+                listener.round_started(round_index, len(order))
+            runtime.begin_round()
+
+            def on_result(result: Result) -> None:
+                cell = cells[result.job_id]
                 with writer.lock:
-                    listener.round_started(round_index, len(order))
-                runtime.begin_round()
+                    listener.process_done(result)
+                    listener.work_done(options.estimator.process_s(
+                        cell.job, cold=not cell.processes and cell.job.workflow in schedule.COLD_COMPILE_S))
+                    due_before = cell.due()
+                    attempt = cell.add(on_gpu(result, gpu), round_index, positions[result.job_id],
+                                       digests[id(runtime)])
+                    stored = writer.put(attempt, env.name, options.target.tag, cell.digest, cell)
+                    listener.due_changed(cell.due() - (due_before - 1))
+                    listener.job_done(stored)
 
-                def on_result(result: Result) -> None:
-                    cell = cells[result.job_id]
-                    with writer.lock:
-                        listener.process_done(result)
-                        listener.work_done(options.estimator.process_s(
-                            cell.job, cold=not cell.processes and cell.job.workflow in schedule.COLD_COMPILE_S))
-                        due_before = cell.due()
-                        attempt = cell.add(on_gpu(result, gpu), round_index, positions[result.job_id],
-                                           digests[id(runtime)])
-                        stored = writer.put(attempt, env.name, options.target.tag, cell.digest, cell)
-                        listener.due_changed(cell.due() - (due_before - 1))
-                        listener.job_done(stored)
-
-                folder = workdir / (f"round-{round_index:02d}" + (f"-gpu{index}" if len(runtimes) > 1 else ""))
-                for number, unit in enumerate(_units(options.worker_scope, runtime.isolate_groups, order)):
-                    if stop.requested:
-                        return
-                    unit_folder = folder / f"unit-{number:03d}"
-                    recovery.describe_unit(unit_folder, recovery.UnitRecord(
-                        round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
-                        image_digest=digests[id(runtime)]))
-                    run_jobs(runtime, unit, unit_folder, on_result, stop=stop,
-                             on_start=lambda job: _started(writer, listener, job), on_calibration=calibrator(gpu))
+            folder = workdir / (f"round-{round_index:02d}" + (f"-gpu{index}" if len(runtimes) > 1 else ""))
+            for number, unit in enumerate(_units(options.worker_scope, runtime.isolate_groups, order)):
+                if stop.requested:
+                    return
+                unit_folder = folder / f"unit-{number:03d}"
+                recovery.describe_unit(unit_folder, recovery.UnitRecord(
+                    round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
+                    image_digest=digests[id(runtime)]))
+                run_jobs(runtime, unit, unit_folder, on_result, stop=stop,
+                         on_start=lambda job: _started(writer, listener, job), on_calibration=calibrator(gpu))
 
         _run_lanes(len(runtimes), run_lane, stop)
         return not any(cell.due() for cell in cells.values())

@@ -10,7 +10,7 @@ from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.cli.console import WorkClock
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
+from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime, answer_ok
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.sweep import schedule
 from mlcbench.schema import JobSpec, Metrics, ProcessTiming, Result, Suite, SuiteEntry, Timing
@@ -111,3 +111,31 @@ def test_plan_prints_the_cells_and_an_estimate_and_writes_nothing(tmp_path):
     assert "estimated wall time" in result.output and "stored `unsupported` at once" in result.output
     assert "llama2-7b" in result.output
     assert not store.exists() and not work.exists() and not cache.exists()
+
+
+def test_a_resume_runs_what_failed_last_time_after_every_cell_never_measured(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    started: list[str] = []
+
+    class Started(sweeping.SweepListener):
+        def process_done(self, result: Result) -> None:
+            started.append(result.job.model)
+
+    def sweep(models: list[str], crash: bool) -> None:
+        suite = Suite(name="resume", description="a crashed cell and new ones", entries=[
+            SuiteEntry(models=models, workflows=["eager"], batch_sizes=[1], warmup=0, repeats=1,
+                       repetition=ONE_PROCESS)])
+        # order seed 4 shuffles matmul-small first in a round of the four: only the retry's own turn puts it last
+        options = sweeping.SweepOptions(suite=suite, env_names=["local"], workdir=tmp_path / "work",
+                                        target=Target(tag="cpu", device="cpu", gpus=()), order_seed=4)
+        answer = (lambda job: None) if crash else answer_ok  # None: the worker dies
+        sweeping.run(options, store, Started(), runtime_factory=lambda env, _o, _lane: SimulatedRuntime(
+            env, lambda job: 0.0, answer=answer))
+
+    sweep(["matmul-small"], crash=True)
+    assert [cell.status for cell in store.cells()] == ["crashed"]
+    started.clear()
+    sweep(["matmul-small", "ffn-small", "matmul-relu-small", "ffn-multilayer-small"], crash=False)
+    assert started[-1] == "matmul-small" and sorted(started[:-1]) == ["ffn-multilayer-small", "ffn-small",
+                                                                      "matmul-relu-small"]
+    assert {cell.status for cell in store.cells()} == {"ok"}
