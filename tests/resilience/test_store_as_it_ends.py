@@ -239,7 +239,9 @@ def test_a_cells_first_ok_line_is_printed_after_its_first_process_not_after_the_
     done = CliRunner().invoke(app, ["sweep", "--suite", str(suite), "--gpu", "cpu", "--db", str(tmp_path / "s.db"),
                                     "--workdir", str(tmp_path / "w")])
     assert done.exit_code == 0 and len(answered) == 6, done.output
-    lines = [line.strip() for line in done.stdout.splitlines()]
+    # each line ends with the sweep's progress and time left: "(2/6 processes, eta 0:02)"
+    lines = [line.strip().split("  (")[0] for line in done.stdout.splitlines()]
     first_ok = next(i for i, line in enumerate(lines) if line.startswith("ok"))
     assert lines[first_ok].endswith("1 process") and first_ok < lines.index("<worker answered 2>"), done.stdout
     assert sum(line.startswith("ok") and line.endswith("3 processes") for line in lines) == 2, done.stdout
+    assert "(6/6 processes, eta " in done.stdout
