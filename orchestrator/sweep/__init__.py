@@ -114,8 +114,6 @@ class SweepListener:
 
 
 RuntimeFactory = Callable[[EnvSpec, SweepOptions, Lane], Runtime]
-# for a GPU: where its measured ceilings go, the first time it is asked in a sweep; None after that
-Calibrator = Callable[[Optional[GpuInfo]], Optional[Callable[[Calibration], None]]]
 
 
 def plan(options: SweepOptions, store: Optional[Store]) -> list[EnvPlan]:
@@ -228,9 +226,7 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
         gpus = options.target.gpus or (None,)
         shares = schedule.core_shares(len(gpus)) if options.pin_cores else [None] * len(gpus)
         for gpu, cpus in zip(gpus, shares):
-            lane = Lane(gpu=gpu, cpus=cpus, startup=options.startup)
-            runtimes.append((gpu, runtime_factory(env, options, lane)))
-        digests = {id(runtime): runtime.image_digest() for _, runtime in runtimes}
+            runtimes.append((gpu, runtime_factory(env, options, Lane(gpu=gpu, cpus=cpus, startup=options.startup))))
         cells = {job.job_id: CellAttempt(job, options.sweep_id, options.order_seed, options.worker_scope, git_rev,
                                          env_plan.resumed.get(job.job_id)) for job in env_plan.to_run}
         for cell in cells.values():
@@ -238,65 +234,84 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
                                  if gpu is not None and gpu.uuid == cell.resumed_gpu_uuid), None)
         estimates = assign_lanes(cells, env_plan, options.estimator, len(runtimes))
         listener.work_planned(sum(estimates.values()), len(runtimes))
-
-        def calibrator(gpu: Optional[GpuInfo]) -> Optional[Callable[[Calibration], None]]:
-            if not writer.claim_calibration(gpu):
-                return None
-            return lambda calibration: writer.put_calibration(calibration, env.name, options.target.tag)
-
-        def run_lane(index: int) -> None:
-            gpu, runtime = runtimes[index]
-            lane_cells = [cell for cell in cells.values() if cell.runtime == index]
-            # what failed in an earlier sweep comes after everything else (EnvPlan.retried)
-            phases = [[cell for cell in lane_cells if cell.job.job_id not in env_plan.retried],
-                      [cell for cell in lane_cells if cell.job.job_id in env_plan.retried]]
-            round_index = 0
-            for phase in phases:
-                while not stop.requested and (options.max_rounds is None or round_index < options.max_rounds):
-                    due = [cell.job for cell in phase if cell.due()]
-                    if not due:
-                        break
-                    run_round(index, gpu, runtime, due, round_index)
-                    round_index += 1
-
-        def run_round(index: int, gpu: Optional[GpuInfo], runtime: Runtime, due: list[JobSpec],
-                      round_index: int) -> None:
-            order = list(due)
-            random.Random(f"{options.order_seed}:{env.name}:{round_index}").shuffle(order)
-            positions = {job.job_id: position for position, job in enumerate(order)}
-            with writer.lock:
-                listener.round_started(round_index, len(order))
-            runtime.begin_round()
-
-            def on_result(result: Result) -> None:
-                cell = cells[result.job_id]
-                with writer.lock:
-                    listener.process_done(result)
-                    listener.work_done(options.estimator.process_s(
-                        cell.job, cold=not cell.processes and cell.job.workflow in schedule.COLD_COMPILE_S))
-                    due_before = cell.due()
-                    attempt = cell.add(on_gpu(result, gpu), round_index, positions[result.job_id],
-                                       digests[id(runtime)])
-                    stored = writer.put(attempt, env.name, options.target.tag, cell.digest, cell)
-                    listener.due_changed(cell.due() - (due_before - 1))
-                    listener.job_done(stored)
-
-            folder = workdir / (f"round-{round_index:02d}" + (f"-gpu{index}" if len(runtimes) > 1 else ""))
-            for number, unit in enumerate(_units(options.worker_scope, runtime.isolate_groups, order)):
-                if stop.requested:
-                    return
-                unit_folder = folder / f"unit-{number:03d}"
-                recovery.describe_unit(unit_folder, recovery.UnitRecord(
-                    round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
-                    image_digest=digests[id(runtime)]))
-                run_jobs(runtime, unit, unit_folder, on_result, stop=stop,
-                         on_start=lambda job: _started(writer, listener, job), on_calibration=calibrator(gpu))
-
-        _run_lanes(len(runtimes), run_lane, stop)
+        lanes = _Lanes(env, env_plan, options, writer, listener, stop, workdir, runtimes, cells)
+        _run_lanes(len(runtimes), lanes.run, stop)
         return not any(cell.due() for cell in cells.values())
     finally:
         for _, runtime in runtimes:
             runtime.close()
+
+
+@dataclass
+class _Lanes:
+    """What every lane of one env's sweep shares: the cells (each with its lane), the runtimes, where results go."""
+
+    env: EnvSpec
+    env_plan: EnvPlan
+    options: SweepOptions
+    writer: _ResultWriter
+    listener: SweepListener
+    stop: StopRequest
+    workdir: Path
+    runtimes: list[tuple[Optional[GpuInfo], Runtime]]
+    cells: dict[str, CellAttempt]
+
+    def __post_init__(self) -> None:
+        self.digests = {id(runtime): runtime.image_digest() for _, runtime in self.runtimes}
+
+    def run(self, lane: int) -> None:
+        """The lane's cells in rounds; what failed in an earlier sweep after everything else (EnvPlan.retried)."""
+        mine = [cell for cell in self.cells.values() if cell.runtime == lane]
+        phases = [[cell for cell in mine if cell.job.job_id not in self.env_plan.retried],
+                  [cell for cell in mine if cell.job.job_id in self.env_plan.retried]]
+        round_index, most = 0, self.options.max_rounds
+        for phase in phases:
+            while not self.stop.requested and (most is None or round_index < most):
+                due = [cell.job for cell in phase if cell.due()]
+                if not due:
+                    break
+                self._round(lane, due, round_index)
+                round_index += 1
+
+    def _round(self, lane: int, due: list[JobSpec], round_index: int) -> None:
+        gpu, runtime = self.runtimes[lane]
+        order = list(due)
+        random.Random(f"{self.options.order_seed}:{self.env.name}:{round_index}").shuffle(order)
+        positions = {job.job_id: position for position, job in enumerate(order)}
+        with self.writer.lock:
+            self.listener.round_started(round_index, len(order))
+        runtime.begin_round()
+        folder = self.workdir / (f"round-{round_index:02d}" + (f"-gpu{lane}" if len(self.runtimes) > 1 else ""))
+        for number, unit in enumerate(_units(self.options.worker_scope, runtime.isolate_groups, order)):
+            if self.stop.requested:
+                return
+            unit_folder = folder / f"unit-{number:03d}"
+            recovery.describe_unit(unit_folder, recovery.UnitRecord(
+                round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
+                image_digest=self.digests[id(runtime)]))
+            run_jobs(runtime, unit, unit_folder,
+                     lambda result: self._stored(lane, round_index, positions[result.job_id], result),
+                     stop=self.stop, on_start=lambda job: _started(self.writer, self.listener, job),
+                     on_calibration=self._calibrator(gpu))
+
+    def _stored(self, lane: int, round_index: int, position: int, result: Result) -> None:
+        gpu, runtime = self.runtimes[lane]
+        cell = self.cells[result.job_id]
+        with self.writer.lock:
+            self.listener.process_done(result)
+            self.listener.work_done(self.options.estimator.process_s(
+                cell.job, cold=schedule.cold_processes(cell.job, cold_first=not cell.processes) > 0))
+            due_before = cell.due()
+            attempt = cell.add(on_gpu(result, gpu), round_index, position, self.digests[id(runtime)])
+            stored = self.writer.put(attempt, self.env.name, self.options.target.tag, cell.digest, cell)
+            self.listener.due_changed(cell.due() - (due_before - 1))
+            self.listener.job_done(stored)
+
+    def _calibrator(self, gpu: Optional[GpuInfo]) -> Optional[Callable[[Calibration], None]]:
+        """Where a GPU's measured ceilings go, the first time it is asked in the sweep; None after that."""
+        if not self.writer.claim_calibration(gpu):
+            return None
+        return lambda calibration: self.writer.put_calibration(calibration, self.env.name, self.options.target.tag)
 
 
 def assign_lanes(cells: dict[str, CellAttempt], env_plan: EnvPlan, estimator: schedule.Estimator,
