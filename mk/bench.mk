@@ -6,7 +6,7 @@ BENCH := tests/bench
 .PHONY: bench bench-slurm
 
 bench: $(BIN)/mlcbench
-	$(BIN)/python $(BENCH)/kill_sweep.py --kills 5
+	PYTHONPATH=. $(BIN)/python $(BENCH)/kill_sweep.py --kills 5
 	$(BIN)/python $(BENCH)/concurrent_sweeps.py --trials 3
 	$(BIN)/python $(BENCH)/overhead.py --jobs 10
 	PYTHONPATH=. $(BIN)/python $(BENCH)/scale.py --jobs 32

@@ -35,7 +35,8 @@ from mlcbench.orchestrator.planner import stored_processes
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import Store
 from mlcbench.schema import Repetition, Result, Suite, SuiteEntry
-from mlcbench.schema.protocol import WORKER_MODULE, read_lines
+from mlcbench.schema.protocol import read_lines
+from tests.processes import workers_left
 
 SUITE = Suite(name="kill", description="small cells in several processes", entries=[SuiteEntry(
     models=["matmul-small", "matmul-relu-small"], workflows=["eager"], batch_sizes=[1, 2, 4, 8], warmup=1, repeats=3,
@@ -57,25 +58,6 @@ def child(db: str, workdir: Path, cache_dir: Path) -> None:
 def start(db: str, workdir: Path, cache_dir: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, __file__, "--child", db, str(workdir), str(cache_dir)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def is_worker(command: list[bytes], workdir: Path) -> bool:
-    """A worker of a sweep under workdir: `python -m mlcbench.workers ...` with a file under workdir among its
-    arguments (the module is named whole: a bare `workers` argument matched no worker, so no worker was ever seen)."""
-    return b"-m" in command and WORKER_MODULE.encode() in command and any(
-        str(workdir).encode() in part for part in command)
-
-
-def workers_left(workdir: Path) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            command = (proc / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        if is_worker(command, workdir):
-            pids.append(int(proc.name))
-    return pids
 
 
 def written(workdir: Path) -> dict[Process, list[float]]:

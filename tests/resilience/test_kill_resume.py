@@ -14,6 +14,7 @@ import pytest
 
 from mlcbench.orchestrator.store import Store
 from tests.conftest import say
+from tests.processes import workers_left
 
 SUITE = "tiny"
 TINY_JOBS = 8
@@ -34,22 +35,9 @@ def final_rows(db: str) -> set[tuple[str, str, str, str]]:
     return {(r.job_id, r.provenance.env, r.provenance.gpu_tag, r.status) for r in store.cells()}
 
 
-def workers_of(tmp_path: Path) -> list[int]:
-    """Pids of live worker processes started for this test's workdir."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            command = (proc / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        if b"workers" in command and any(str(tmp_path).encode() in part for part in command):
-            pids.append(int(proc.name))
-    return pids
-
-
 def wait_until_no_workers(tmp_path: Path, within_s: float = 10) -> list[int]:
     deadline = time.monotonic() + within_s
-    while (left := workers_of(tmp_path)) and time.monotonic() < deadline:
+    while (left := workers_left(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
