@@ -213,11 +213,15 @@ def sweep(
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
     console.print(closing_line(report, store, db), soft_wrap=True, highlight=False, markup=False)
-    if report.interrupted:
+    if report.interrupted or report.cells_short:
         resume = mask(shlex.join(["mlcbench", *map(_masked_word, sys.argv[1:])]), store.secrets)
-        print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
-              file=sys.stderr)
-        raise typer.Exit(ExitCode.INTERRUPTED)
+        if report.interrupted:
+            print(f"interrupted: every finished job is stored; to resume, run the same command again: {resume}",
+                  file=sys.stderr)
+            raise typer.Exit(ExitCode.INTERRUPTED)
+        console.print(f"stopped after {rounds} round(s) (--rounds): {report.cells_short} cell(s) want more processes; "
+                      f"to go on, run the same command again: {resume}", soft_wrap=True, highlight=False,
+                      markup=False)
     if report.went_wrong:
         raise typer.Exit(ExitCode.JOBS_FAILED)
 

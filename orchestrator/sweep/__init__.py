@@ -61,6 +61,8 @@ class SweepReport:
     skipped: int = 0
     # set when a stop request ended the sweep before every planned job had a result
     interrupted: bool = False
+    # cells left short of their processes: by a stop request, or where --rounds ended the sweep (not interrupted)
+    cells_short: int = 0
     # process results that the workers of a killed sweep had written and that this sweep stored (recovery.recover)
     recovered: int = 0
 
@@ -141,7 +143,6 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
     listener.planned(sum(p.processes_due(job) for p in plans for job in p.to_run)
                      + sum(len(p.unsupported) for p in plans), report.skipped)
     writer = _ResultWriter(store, report, options.sweep_id, {p.env.name: p.config_key for p in plans})
-    finished = True
     for env_plan in plans:
         env = env_plan.env
         for result in env_plan.unsupported:
@@ -150,12 +151,12 @@ def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] =
         if not env_plan.to_run:
             continue
         if stop.requested:
-            finished = False
+            report.cells_short += len(env_plan.to_run)
             continue
-        finished &= _run_env(env, env_plan, options, runtime_factory, writer, listener, stop,
-                             options.workdir / f"{options.sweep_id}-{env.name}")
-    # only a stop leaves cells unfinished; one that came while the last jobs ran, which then ended, interrupted nothing
-    report.interrupted = not finished
+        report.cells_short += _run_env(env, env_plan, options, runtime_factory, writer, listener, stop,
+                                       options.workdir / f"{options.sweep_id}-{env.name}")
+    # a stop that came while the last jobs ran, which then ended, interrupted nothing; nor does the end of --rounds
+    report.interrupted = bool(report.cells_short) and stop.requested
     return report
 
 
@@ -200,7 +201,7 @@ class _ResultWriter:
 
 
 def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
-             writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> bool:
+             writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path) -> int:
     """The cells of one env, each GPU's in rounds: a lane per GPU (one in all on a CPU), each with its own runtime
     and the comparison groups assigned to it (assign_lanes: every workflow of one model and batch on one GPU, so
     that ratios compare processes of one GPU; a cell never mixes GPUs). Each round runs every cell of the lane that
@@ -208,8 +209,8 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
     workflow alike; each process is a fresh worker (worker_scope "cell"), or a worker runs its share of the round
     (worker_scope "round"). A cell an earlier, stopped sweep left short of its processes starts from the
     processes it stored. Every process's result is stored as it arrives: a killed sweep loses only those in
-    flight, and of those the next sweep reads back what the workers wrote (recovery). True when every cell got all
-    its processes; False when a stop request came first."""
+    flight, and of those the next sweep reads back what the workers wrote (recovery). Returns the cells left short of
+    their processes (a stop request, or the end of --rounds, came first)."""
     git_rev = provenance.git_revision()
     described = recovery.SweepRecord(sweep_id=options.sweep_id, env=env.name, gpu_tag=options.target.tag,
                                      config_key=env_plan.config_key, order_seed=options.order_seed,
@@ -220,7 +221,7 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
 
 def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_factory: RuntimeFactory,
                writer: _ResultWriter, listener: SweepListener, stop: StopRequest, workdir: Path,
-               git_rev: Optional[str]) -> bool:
+               git_rev: Optional[str]) -> int:
     runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
     try:
         gpus = options.target.gpus or (None,)
@@ -236,7 +237,7 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
         listener.work_planned(sum(estimates.values()), len(runtimes))
         lanes = _Lanes(env, env_plan, options, writer, listener, stop, workdir, runtimes, cells)
         _run_lanes(len(runtimes), lanes.run, stop)
-        return not any(cell.due() for cell in cells.values())
+        return sum(1 for cell in cells.values() if cell.due())
     finally:
         for _, runtime in runtimes:
             runtime.close()

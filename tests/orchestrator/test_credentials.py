@@ -224,3 +224,13 @@ def test_the_resume_line_of_an_interrupted_sweep_masks_the_password(tmp_path, mo
     assert done.exit_code == ExitCode.INTERRUPTED, done.output
     assert "to resume, run the same command again" in done.stderr and "password=***" in done.stderr
     assert "zq" not in done.output
+
+
+def test_a_sweep_that_ends_at_its_rounds_says_how_to_go_on_and_exits_0(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweeping, "run", lambda *args, **kwargs: sweeping.SweepReport(cells_short=3))
+    url = f"sqlite:///{tmp_path / 'store.db'}?password=zq"
+    monkeypatch.setattr("sys.argv", ["mlcbench", *TINY, "--rounds", "1", "--db", url])
+    done = runner.invoke(app, [*TINY, "--rounds", "1", "--db", url, "--workdir", str(tmp_path / "w")])
+    assert done.exit_code == 0, done.output
+    assert "stopped after 1 round(s) (--rounds): 3 cell(s) want more processes" in done.stdout
+    assert "run the same command again" in done.stdout and "interrupted" not in done.output and "zq" not in done.output

@@ -137,6 +137,26 @@ def test_a_stopped_sweep_stores_the_processes_it_measured_and_the_next_adds_the_
                for result in store.cells())
 
 
+def test_rounds_end_a_sweep_short_of_its_processes_without_calling_it_interrupted_and_the_next_goes_on(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+
+    def run(max_rounds: Optional[int]) -> sweeping.SweepReport:
+        options = sweeping.SweepOptions(suite=_suite(Repetition(processes=3, max_processes=3)), env_names=["local"],
+                                        workdir=tmp_path / f"work-{max_rounds}", max_rounds=max_rounds,
+                                        target=Target(tag="cpu", device="cpu", gpus=()))
+        runtime = lambda env, _o, _g: SimulatedRuntime(env, seconds=lambda job: 0.0,  # noqa: E731
+                                                       answer=lambda job: _timed(job, [1.0, 1.1]))
+        return sweeping.run(options, store, runtime_factory=runtime)
+
+    first = run(max_rounds=2)
+    assert not first.interrupted and first.cells_short == 8
+    assert sorted({folder.name for folder in (tmp_path / "work-2").rglob("round-*")}) == ["round-00", "round-01"]
+    assert all(len(cell.metrics.latency.processes) == 2 for cell in store.cells())
+    rest = run(max_rounds=None)
+    assert not rest.interrupted and rest.cells_short == 0
+    assert all(len(cell.metrics.latency.processes) == 3 for cell in store.cells())
+
+
 def test_a_job_spec_stored_under_the_adaptive_rule_loads_with_its_job_id_and_runs_its_fixed_count():
     """Stored by the landed main before the fixed count (e5b902a): max_processes 5 loads as it was and keeps its
     identity, so that resume and compare still find its cells; a sweep runs `processes` of it."""
