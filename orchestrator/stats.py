@@ -200,3 +200,62 @@ def speedup(baseline: Timing, candidate: Timing) -> Ratio:
     df = (va + vb) ** 2 / sum(terms)  # Welch-Satterthwaite
     half = _t(df) * math.sqrt(va + vb)
     return Ratio(value, value * math.exp(-half), value * math.exp(half))
+
+
+@dataclass(frozen=True)
+class SpreadComparison:
+    """How far apart the worker processes of the same cells land on two sides (two sweeps, e.g. two start-up paths):
+    a change that makes processes alike makes every interval falsely narrow. Each process's median whole call, on a
+    log scale, less its cell's mean on its side, pooled over the cells with enough processes on both sides."""
+
+    cells: int
+    # the pooled standard deviation of those log deviations (about the relative spread between processes)
+    first_sd: float
+    second_sd: float
+    # Brown-Forsythe's test (Levene's about the median) that both sides' deviations spread alike
+    p_value: float
+    # cells whose second side spread less than its first
+    narrower_cells: int
+
+    @property
+    def ratio(self) -> float:
+        return self.second_sd / self.first_sd if self.first_sd else math.inf
+
+    @property
+    def verdict(self) -> str:
+        if self.p_value >= ALPHA:
+            return "no difference"
+        return "narrower" if self.second_sd < self.first_sd else "wider"
+
+
+def spread_comparison(cells: Sequence[tuple[Sequence[ProcessTiming], Sequence[ProcessTiming]]],
+                      least: int = 3) -> Optional[SpreadComparison]:
+    """The between-process spread of the same cells on two sides; cells: each cell's processes (its figure's series)
+    on the first and the second side. Cells with fewer than `least` processes on a side are left out; None where
+    none is left."""
+    first: list[np.ndarray] = []
+    second: list[np.ndarray] = []
+    narrower = 0
+    for a, b in cells:
+        if len(a) < least or len(b) < least:
+            continue
+        deviations = [_deviations(_log_medians(processes)) for processes in (a, b)]
+        first.append(deviations[0])
+        second.append(deviations[1])
+        narrower += float(np.std(deviations[1])) < float(np.std(deviations[0]))
+    if not first:
+        return None
+    pooled_a, pooled_b = np.concatenate(first), np.concatenate(second)
+    if not pooled_a.any() and not pooled_b.any():
+        p_value = 1.0
+    else:
+        p_value = float(stats.levene(pooled_a, pooled_b, center="median").pvalue)
+    return SpreadComparison(cells=len(first), first_sd=float(np.sqrt(np.mean(pooled_a ** 2))),
+                            second_sd=float(np.sqrt(np.mean(pooled_b ** 2))), p_value=p_value,
+                            narrower_cells=narrower)
+
+
+def _deviations(logs: np.ndarray) -> np.ndarray:
+    """Each value less the mean, scaled so that their mean square is the sample variance (n - 1 degrees of
+    freedom): cells of few and of many processes pool alike."""
+    return (logs - logs.mean()) * math.sqrt(logs.size / (logs.size - 1))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mlcbench.orchestrator.stats import combine, speedup
+from mlcbench.orchestrator.stats import combine, speedup, spread_comparison
 from mlcbench.schema import ProcessTiming
 
 
@@ -82,3 +82,33 @@ def test_the_interval_holds_its_figure_and_scales_with_the_unit(samples, scale):
     scaled = combine([ProcessTiming(samples_ms=[v * scale for v in s]) for s in samples], "cuda_events", 0.02)
     assert math.isclose(scaled.ci_high_ms, timing.ci_high_ms * scale, rel_tol=1e-9)
     assert speedup(timing, timing).significant is False
+
+
+def _spread_trial(rng: np.random.Generator, second_between: float) -> str:
+    # cells from 0.05 ms to 500 ms: the spread is relative, so the level of a cell must not matter
+    cells = [(_cell(rng, center, 4, calls=10, between=0.2, within=0.05),
+              _cell(rng, center, 4, calls=10, between=second_between, within=0.05))
+             for center in (0.05, 0.5, 5.0, 50.0, 500.0)]
+    return spread_comparison(cells).verdict
+
+
+def test_the_spread_test_finds_a_difference_between_alike_sides_about_one_time_in_twenty():
+    rng = np.random.default_rng(7)
+    verdicts = [_spread_trial(rng, second_between=0.2) for _ in range(1000)]
+    assert 0.02 <= sum(verdict != "no difference" for verdict in verdicts) / len(verdicts) <= 0.08
+
+
+def test_processes_made_alike_are_found_narrower_and_processes_set_apart_wider():
+    rng = np.random.default_rng(8)
+    assert sum(_spread_trial(rng, second_between=0.03) == "narrower" for _ in range(200)) >= 190
+    assert sum(_spread_trial(rng, second_between=0.6) == "wider" for _ in range(200)) >= 190
+
+
+def test_the_spread_comparison_counts_only_cells_with_enough_processes_on_both_sides():
+    rng = np.random.default_rng(9)
+    full, short = _cell(rng, 1.0, 4, 5, 0.2, 0.05), _cell(rng, 1.0, 2, 5, 0.2, 0.05)
+    assert spread_comparison([(full, short), (short, full)]) is None
+    found = spread_comparison([(full, short), (full, full), (full, _cell(rng, 1.0, 3, 5, 0.2, 0.05))])
+    assert found is not None and found.cells == 2
+    identical = spread_comparison([(full, full)])
+    assert identical.first_sd == identical.second_sd and identical.verdict == "no difference"

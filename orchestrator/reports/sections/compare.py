@@ -2,7 +2,7 @@
 interval and whether it is a finding; the host CPUs each side ran on."""
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Literal, Optional
 
 from mlcbench.orchestrator import stats
@@ -114,6 +114,8 @@ class Comparison:
     second: str
     rows: tuple[CompareRow, ...]
     hosts: tuple[SideHosts, SideHosts]
+    # two stores of the same cells: whether one side's processes land closer together (stats.spread_comparison)
+    spread: Optional[stats.SpreadComparison] = None
 
     @property
     def hosts_differ(self) -> bool:
@@ -145,7 +147,17 @@ class Comparison:
         return (f"{compared} of {len(self.rows)} row(s) ran ok on both sides with no failed check; {self.significant} "
                 f"of {self.judged} judged (≥ {VERDICT_PROCESSES} processes and a passed check on both sides, with "
                 f"intervals) differ significantly (95 % intervals: about 1 in 20 would by chance alone); "
-                f"{self.flagged} of {len(self.rows)} row(s) flagged ⚠. {RULES}")
+                f"{self.flagged} of {len(self.rows)} row(s) flagged ⚠.{self._spread_summary()} {RULES}")
+
+    def _spread_summary(self) -> str:
+        spread = self.spread
+        if spread is None:
+            return ""
+        return (f" Between processes (each process's median whole call, {spread.cells} cell(s) with ≥ "
+                f"{VERDICT_PROCESSES} processes a side): {self.second} spread {spread.ratio:.2f}× as far as "
+                f"{self.first} (log SD {spread.second_sd:.3f} against {spread.first_sd:.3f}; narrower in "
+                f"{spread.narrower_cells} of {spread.cells} cell(s); Brown–Forsythe p = {spread.p_value:.2g}): "
+                f"{spread.verdict}.")
 
 
 def _change(a: Optional[PerfRow], b: Optional[PerfRow]) -> tuple[Optional[stats.Ratio], FigureName]:
@@ -177,7 +189,15 @@ def compare_stores(first_rows: Iterable[PerfRow], second_rows: Iterable[PerfRow]
     for side, rows in ((first, first_rows), (second, second_rows)):
         for row in rows:
             sides[(row.workflow, row.model, row.precision, row.batch, f"{row.env} @ {row.gpu}", row.settings)][side] = row
-    return _comparison("store", first, second, sides)
+    comparison = _comparison("store", first, second, sides)
+    return replace(comparison, spread=stats.spread_comparison(
+        [(by_side[first].result.metrics.latency.processes, by_side[second].result.metrics.latency.processes)
+         for by_side in sides.values() if all(_timed(by_side.get(side)) for side in (first, second))],
+        least=VERDICT_PROCESSES))
+
+
+def _timed(row: Optional[PerfRow]) -> bool:
+    return row is not None and row.status == "ok" and row.result.metrics.latency is not None
 
 
 def _comparison(axis: Axis, first: str, second: str, sides: Sides) -> Comparison:
