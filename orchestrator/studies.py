@@ -8,10 +8,11 @@ the reports' own code (export.flat_row), so an answer cannot drift from its data
 checks every study's figure against its store and writes the index, benchmarks/README.md, from the manifests, and
 the support matrix, docs/support.md, from the catalog, the envs and the studies' stores."""
 
-import shutil
+import sqlite3
 import sys
 import tempfile
 import tomllib
+from contextlib import closing
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -90,11 +91,19 @@ def studies(root: Path = STUDIES) -> dict[str, Manifest]:
     return {folder.name: load(folder) for folder in sorted(root.iterdir()) if (folder / MANIFEST).is_file()}
 
 
+def snapshot(store_file: Path, copy: Path) -> None:
+    """A copy of a SQLite store as its readers see it: with what its write-ahead log holds, which a copy of the file
+    alone would miss while a writer has it open."""
+    with closing(sqlite3.connect(f"file:{store_file}?mode=ro", uri=True)) as source, \
+            closing(sqlite3.connect(copy)) as target:
+        source.backup(target)
+
+
 def ok_cells(store_file: Path) -> list[Result]:
     """The store's ok cells, read from a copy of it (opening a store upgrades its schema in place)."""
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / store_file.name
-        shutil.copyfile(store_file, copy)
+        snapshot(store_file, copy)
         store = Store(f"sqlite:///{copy}")
         try:
             return store.cells(status="ok")
@@ -153,11 +162,15 @@ def support_matrix(root: Path = STUDIES) -> str:
     """docs/support.md's table: each catalog workflow, what it is, the studies that measured it ok (on which GPUs) and
     the envs that offer it."""
     measured: dict[str, dict[str, set[str]]] = {name: {} for name in WORKFLOWS}
+    envs = {name: load_env(name) for name in env_names()}
+    in_containers: set[str] = set()  # envs that measured a GPU cell in a container
     for study, manifest in studies(root).items():
         for result in ok_cells(root / study / manifest.store):
             if result.job.workflow in measured:
                 measured[result.job.workflow].setdefault(study, set()).add(result.provenance.gpu_tag or "?")
-    envs = {name: load_env(name) for name in env_names()}
+            env = envs.get(result.provenance.env or "")
+            if result.job.device == "cuda" and env is not None and env.runtime == "docker":
+                in_containers.add(env.name)
     lines = ["| workflow | what | measured in the studies | envs that offer it |", "|---|---|---|---|"]
     for name, info in WORKFLOWS.items():
         offering = [env for env, spec in envs.items() if spec.provides(name)]
@@ -165,7 +178,9 @@ def support_matrix(root: Path = STUDIES) -> str:
                                  for study, gpus in sorted(measured[name].items())) or "—"
         lines.append(f"| `{name}` | {info.description} | {studies_cell} | "
                      f"{'all' if len(offering) == len(envs) else ', '.join(offering)} |")
-    return "\n".join(lines) + "\n"
+    containers = ", ".join(f"`{name}`" for name in sorted(in_containers)) or "none yet: every GPU cell above ran in " \
+        "`local`, the worker in the GPU machine's own interpreter"
+    return "\n".join(lines) + f"\n\nEnvs whose container measured a GPU cell in the studies: {containers}.\n"
 
 
 def support_page(root: Path = STUDIES) -> str:

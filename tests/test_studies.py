@@ -3,6 +3,7 @@ recomputes from its store with the reports' own code, the answer quotes that fig
 benchmarks/ holds what a user runs and the studies, nothing dated."""
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -60,3 +61,16 @@ def test_benchmarks_holds_few_files_and_none_named_by_a_date_or_a_commit():
 
 def test_the_support_matrix_is_written_from_the_catalog_the_envs_and_the_studies():
     assert (REPO / "docs" / "support.md").read_text() == studies.support_page()
+
+
+def test_the_support_matrix_names_an_env_whose_container_measured_a_gpu_cell(tmp_path):
+    from mlcbench.orchestrator.store import Store
+
+    folder = tmp_path / "crossgen"
+    folder.mkdir()
+    shutil.copyfile(studies.STUDIES / "crossgen" / "manifest.toml", folder / "manifest.toml")
+    (cell, *_) = studies.ok_cells(studies.STUDIES / "crossgen" / STUDIES["crossgen"].store)
+    assert "none yet" in studies.support_matrix(studies.STUDIES)
+    in_container = cell.model_copy(update={"provenance": cell.provenance.model_copy(update={"env": "triton-2602"})})
+    Store(f"sqlite:///{folder / STUDIES['crossgen'].store}").put_all([(in_container, "sweep-1")])
+    assert "measured a GPU cell in the studies: `triton-2602`." in studies.support_matrix(tmp_path)
