@@ -209,9 +209,12 @@ class SpreadComparison:
     log scale, less its cell's mean on its side, pooled over the cells with enough processes on both sides."""
 
     cells: int
-    # the pooled standard deviation of those log deviations (about the relative spread between processes)
+    # the pooled standard deviation of those log deviations (about the relative spread between processes), with its
+    # degrees of freedom (processes less cells)
     first_sd: float
     second_sd: float
+    first_df: int
+    second_df: int
     # Brown-Forsythe's test (Levene's about the median) that both sides' deviations spread alike
     p_value: float
     # cells whose second side spread less than its first
@@ -220,6 +223,16 @@ class SpreadComparison:
     @property
     def ratio(self) -> float:
         return self.second_sd / self.first_sd if self.first_sd else math.inf
+
+    @property
+    def ratio_interval(self) -> tuple[float, float]:
+        """second_sd / first_sd's 95 % interval, from the F distribution of the two pooled variances."""
+        if not self.first_sd:
+            return (math.inf, math.inf)
+        tail = (1 - CONFIDENCE) / 2
+        upper = float(stats.f.ppf(1 - tail, self.second_df, self.first_df))
+        lower = float(stats.f.ppf(tail, self.second_df, self.first_df))
+        return (self.ratio / math.sqrt(upper), self.ratio / math.sqrt(lower))
 
     @property
     def verdict(self) -> str:
@@ -233,29 +246,18 @@ def spread_comparison(cells: Sequence[tuple[Sequence[ProcessTiming], Sequence[Pr
     """The between-process spread of the same cells on two sides; cells: each cell's processes (its figure's series)
     on the first and the second side. Cells with fewer than `least` processes on a side are left out; None where
     none is left."""
-    first: list[np.ndarray] = []
-    second: list[np.ndarray] = []
-    narrower = 0
-    for a, b in cells:
-        if len(a) < least or len(b) < least:
-            continue
-        deviations = [_deviations(_log_medians(processes)) for processes in (a, b)]
-        first.append(deviations[0])
-        second.append(deviations[1])
-        narrower += float(np.std(deviations[1])) < float(np.std(deviations[0]))
-    if not first:
+    kept = [(_log_medians(a), _log_medians(b)) for a, b in cells if len(a) >= least and len(b) >= least]
+    if not kept:
         return None
-    pooled_a, pooled_b = np.concatenate(first), np.concatenate(second)
-    if not pooled_a.any() and not pooled_b.any():
+    sides = [[logs[side] - logs[side].mean() for logs in kept] for side in (0, 1)]
+    # scaled so that each cell's mean square is its sample variance: cells of few and many processes weigh alike
+    scaled = [np.concatenate([d * math.sqrt(d.size / (d.size - 1)) for d in side]) for side in sides]
+    if not scaled[0].any() and not scaled[1].any():
         p_value = 1.0
     else:
-        p_value = float(stats.levene(pooled_a, pooled_b, center="median").pvalue)
-    return SpreadComparison(cells=len(first), first_sd=float(np.sqrt(np.mean(pooled_a ** 2))),
-                            second_sd=float(np.sqrt(np.mean(pooled_b ** 2))), p_value=p_value,
-                            narrower_cells=narrower)
-
-
-def _deviations(logs: np.ndarray) -> np.ndarray:
-    """Each value less the mean, scaled so that their mean square is the sample variance (n - 1 degrees of
-    freedom): cells of few and of many processes pool alike."""
-    return (logs - logs.mean()) * math.sqrt(logs.size / (logs.size - 1))
+        p_value = float(stats.levene(scaled[0], scaled[1], center="median").pvalue)
+    dfs = [sum(d.size - 1 for d in side) for side in sides]
+    sds = [math.sqrt(sum(float(np.sum(d ** 2)) for d in side) / df) for side, df in zip(sides, dfs)]
+    narrower = sum(float(np.std(b)) < float(np.std(a)) for a, b in zip(*sides))
+    return SpreadComparison(cells=len(kept), first_sd=sds[0], second_sd=sds[1], first_df=dfs[0], second_df=dfs[1],
+                            p_value=p_value, narrower_cells=narrower)

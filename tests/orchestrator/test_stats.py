@@ -112,3 +112,14 @@ def test_the_spread_comparison_counts_only_cells_with_enough_processes_on_both_s
     assert found is not None and found.cells == 2
     identical = spread_comparison([(full, full)])
     assert identical.first_sd == identical.second_sd and identical.verdict == "no difference"
+
+
+def test_the_spread_ratio_interval_covers_the_true_ratio_95_percent_of_the_time():
+    rng = np.random.default_rng(10)
+    covered = 0
+    for _ in range(1000):
+        cells = [(_cell(rng, center, 6, calls=5, between=0.2, within=0.01),
+                  _cell(rng, center, 4, calls=5, between=0.1, within=0.01)) for center in (0.1, 1.0, 10.0)]
+        low, high = spread_comparison(cells).ratio_interval
+        covered += low <= 0.5 <= high
+    assert 0.93 <= covered / 1000 <= 0.97

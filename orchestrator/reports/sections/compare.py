@@ -153,9 +153,11 @@ class Comparison:
         spread = self.spread
         if spread is None:
             return ""
+        low, high = spread.ratio_interval
         return (f" Between processes (each process's median whole call, {spread.cells} cell(s) with ≥ "
-                f"{VERDICT_PROCESSES} processes a side): {self.second} spread {spread.ratio:.2f}× as far as "
-                f"{self.first} (log SD {spread.second_sd:.3f} against {spread.first_sd:.3f}; narrower in "
+                f"{VERDICT_PROCESSES} processes a side): {self.second} spread {spread.ratio:.2f}× "
+                f"[{low:.2f}–{high:.2f}] as far as {self.first} (log SD {spread.second_sd:.3f} against "
+                f"{spread.first_sd:.3f}; narrower in "
                 f"{spread.narrower_cells} of {spread.cells} cell(s); Brown–Forsythe p = {spread.p_value:.2g}): "
                 f"{spread.verdict}.")
 
