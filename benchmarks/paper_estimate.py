@@ -74,7 +74,13 @@ def main() -> None:
         sources[source].append(seconds)
         per_workflow[f"{job.info.kind} {job.workflow}"] += seconds
     total = sum(seconds for seconds, _ in costs.values())
-    print(f"suite {args.suite}: {len(jobs)} cells, {format_duration(total)} of GPU time in all, from {args.store}\n")
+    print(f"# How long the whole `{args.suite}` suite should take on the host of `{args.store}` (an estimate, not a "
+          f"measurement)\n")
+    print(f"`python benchmarks/paper_estimate.py {args.store}`: the cells the store holds are costed from their "
+          f"processes' spans there, the others from the sweep's table of typical costs (`orchestrator/sweep/"
+          f"schedule.py`; a compile per billion parameters is an extrapolation), and all scheduled as the sweep "
+          f"schedules them.\n")
+    print(f"{len(jobs)} cells, {format_duration(total)} of GPU time in all.\n")
     print("| cells costed from | cells | GPU time |\n|---|---:|---:|")
     for source, values in sorted(sources.items()):
         print(f"| {source} | {len(values)} | {format_duration(sum(values))} |")
