@@ -146,8 +146,10 @@ def index(root: Path = STUDIES) -> str:
              "it quotes, GPU, host, versions, date, commit, the command that reproduces it), the store the answer "
              "comes from and the report generated from it. `tests/test_studies.py` recomputes each figure from its "
              "store; `make studies` (`python -m mlcbench.orchestrator.studies`) writes this index from the manifests.",
-             "", "`suites/` holds the suites the studies ran; the scripts beside them are reusable runners "
-             "(`decode_profile.py`, `kernel_check.py`, `warm_start.py`, `gptfast_peer.sh`).", ""]
+             "", "`suites/` holds the suites the studies ran; the scripts beside them run the studies and the "
+             "GPU machine's work, each saying at its top what it does and how to run it: "
+             + ", ".join(f"`{script.name}`" for script in sorted([*root.parent.glob("*.py"), *root.parent.glob("*.sh")]))
+             + ".", ""]
     for name, manifest in studies(root).items():
         versions = ", ".join(f"{package} {version}" for package, version in manifest.versions.items())
         lines += [f"## [{name}](studies/{name}/)", "", f"**{manifest.question}**", "", manifest.answer, "",
