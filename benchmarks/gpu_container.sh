@@ -6,6 +6,8 @@
 #   bash benchmarks/gpu_container.sh STEP...        (steps run in the order given; `all`: install through compare)
 #
 # Steps (each prints what it did, is safe to run again, and stops the script with a message on the first failure):
+#   probe      whether this machine could run an engine at all (step 1 of issue 50): privileges, namespaces,
+#              cgroups, storage drivers, the GPU's device nodes and driver libraries; prints, changes nothing
 #   stage      copy the .deb files carried in .debs/ (any subfolder) to /root/debs: the packages are 67 MB, more
 #              than one call carries, so the first call stages .debs/a and the next carries .debs/b
 #   install    unpack the packages (dpkg -x) into /root/docker-root, link the libraries the machine lacks
@@ -59,6 +61,26 @@ mlcbench_ready() {  # the host side: the carried wheels in /root/site (benchmark
     set -euo pipefail
 }
 engine_ready() { docker info >/dev/null 2>&1 || step_dockerd; }
+
+step_probe() {
+    echo "== user and capabilities"; id; grep -E "^Cap(Eff|Bnd)" /proc/self/status
+    echo "== kernel"; uname -a
+    echo "== namespaces (unshare)"; for ns in --mount --pid --net --user --ipc --uts; do
+        if unshare $ns --fork true 2>/dev/null; then echo "unshare $ns: ok"; else echo "unshare $ns: refused"; fi; done
+    echo "== cgroups"; mount | grep -E "cgroup" || echo "no cgroup mount"; cat /proc/self/cgroup
+    ls /sys/fs/cgroup 2>&1 | head -20; cat /sys/fs/cgroup/cgroup.controllers 2>&1 || true
+    echo "== storage drivers"; grep -E "overlay|fuse|btrfs|xfs|ext4" /proc/filesystems || true; df -hT / | tail -1
+    local overlay=$WORK/probe-overlay
+    mkdir -p "$overlay"/{l,u,w,m}
+    if mount -t overlay overlay -o "lowerdir=$overlay/l,upperdir=$overlay/u,workdir=$overlay/w" "$overlay/m" 2>&1; then
+        echo "overlay mount: ok"; umount "$overlay/m"; else echo "overlay mount: refused"; fi
+    echo "== GPU device nodes"; ls -l /dev/nvidia* 2>&1 || true
+    echo "== driver libraries"; ldconfig -p | grep -E "libcuda\.so|libnvidia-ml\.so" | head || true
+    ls /usr/local/nvidia 2>&1 | head || true
+    echo "== engines present"; for tool in dockerd containerd runc crun podman; do
+        command -v $tool || echo "$tool: not installed"; done
+    echo "== iptables / bridge"; command -v iptables || echo "iptables: not installed"; ip link 2>&1 | head -5 || true
+}
 
 step_stage() {
     mkdir -p "$DEBS"

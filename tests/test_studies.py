@@ -74,3 +74,12 @@ def test_the_support_matrix_names_an_env_whose_container_measured_a_gpu_cell(tmp
     in_container = cell.model_copy(update={"provenance": cell.provenance.model_copy(update={"env": "triton-2602"})})
     Store(f"sqlite:///{folder / STUDIES['crossgen'].store}").put_all([(in_container, "sweep-1")])
     assert "measured a GPU cell in the studies: `triton-2602`." in studies.support_matrix(tmp_path)
+
+
+def test_every_file_a_runner_script_names_under_benchmarks_exists():
+    """The runners the GPU machine's calls use source and call one another by path: one that names a file that left
+    the tree (benchmarks/device_env.sh did, with the study reorganisation) fails on the GPU, at the cost of a call."""
+    scripts = sorted([*(REPO / "benchmarks").glob("*.sh"), *(REPO / "benchmarks").glob("*.py")])
+    named = {(script.name, path) for script in scripts
+             for path in re.findall(r"benchmarks/[\w./-]*\w", script.read_text())}
+    assert named and [(script, path) for script, path in sorted(named) if not (REPO / path).exists()] == []
