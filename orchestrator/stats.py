@@ -258,6 +258,6 @@ def spread_comparison(cells: Sequence[tuple[Sequence[ProcessTiming], Sequence[Pr
         p_value = float(stats.levene(scaled[0], scaled[1], center="median").pvalue)
     dfs = [sum(d.size - 1 for d in side) for side in sides]
     sds = [math.sqrt(sum(float(np.sum(d ** 2)) for d in side) / df) for side, df in zip(sides, dfs)]
-    narrower = sum(float(np.std(b)) < float(np.std(a)) for a, b in zip(*sides))
+    narrower = sum(float(np.std(b, ddof=1)) < float(np.std(a, ddof=1)) for a, b in zip(*sides))
     return SpreadComparison(cells=len(kept), first_sd=sds[0], second_sd=sds[1], first_df=dfs[0], second_df=dfs[1],
                             p_value=p_value, narrower_cells=narrower)
