@@ -13,6 +13,7 @@ from typing import Optional
 from mlcbench.schema import Correctness, JobSpec, Metrics, Provenance, Result, Status, why_not_run
 from mlcbench.schema.protocol import LAUNCHED_AT_ENV, STARTUP_ENV, Startup
 from mlcbench.workers.measurement.clocks import read_clocks
+from mlcbench.workers.measurement.dynamo_stats import dynamo_imported
 from mlcbench.workers.measurement.probes import gpu_info, host_cpu, host_cpus, package_versions
 from mlcbench.workers.exchange import append_line, append_model
 from mlcbench.workers.interface import Unsupported, error_reason
@@ -182,9 +183,10 @@ def _release_memory(job: JobSpec) -> None:
             torch.cuda.empty_cache()
         except Exception:
             pass
-    try:
-        import torch._dynamo
+    if dynamo_imported():
+        try:
+            import torch._dynamo
 
-        torch._dynamo.reset()  # compiled graphs hold the job's weights alive
-    except Exception:
-        pass
+            torch._dynamo.reset()  # compiled graphs hold the job's weights alive
+        except Exception:
+            pass

@@ -1,5 +1,7 @@
 """Each core workflow on the CPU, through the worker's own run_job, checked against eager."""
 
+from pathlib import Path
+
 import pytest
 
 from mlcbench.schema import JobSpec
@@ -183,3 +185,17 @@ def test_llm_from_a_saved_checkpoint_folder(tmp_path):
     result = run_job(llm("eager", model_path=str(tmp_path / "ckpt")), tmp_path)
     assert result.status == "ok", result.error
     assert result.metrics.output_tokens == 6
+
+
+def test_a_workflow_that_compiles_nothing_never_imports_dynamo_and_reports_no_compile(tmp_path):
+    """Reading dynamo's counters imported it in every eager process, about a second before the first timed call."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; from mlcbench.workers.runner import run_job; "
+            "from tests.workers.test_core_workflows_cpu import synthetic; "
+            f"result = run_job(synthetic('eager'), Path({str(tmp_path)!r})); "
+            "print(result.status, result.metrics.applied.compiled_graphs, 'torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["ok", "0", "False"], done.stderr[-2000:]

@@ -1,6 +1,7 @@
 """Graph breaks and recompiles of everything torch.compile does inside a block, from dynamo's own counters/logs."""
 
 import logging
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Mapping, Optional
@@ -16,8 +17,16 @@ class _RecompileCounter(logging.Handler):
             self.count += 1
 
 
+def dynamo_imported() -> bool:
+    """Whether this process has imported dynamo: a workflow that compiles nothing never does, and importing it only to
+    read its counters cost about a second of every such process before its first timed call."""
+    return "torch._dynamo" in sys.modules
+
+
 def compiled_graphs() -> int:
     """Graphs dynamo has compiled so far (a counter read: cheap enough around timed calls)."""
+    if not dynamo_imported():
+        return 0
     from torch._dynamo.utils import counters
 
     return counters["stats"]["unique_graphs"]
@@ -69,10 +78,12 @@ def dynamo_stats() -> Iterator[CompileStats]:
     """Counts of what compiles inside the block. Recompile logging slows eager Python by ~10 %, so keep timed calls
     out of this block and check compiled_graphs() around them instead."""
     import torch
-    from torch._dynamo.utils import counters
 
-    counters.clear()
-    phases_before = _phase_seconds()
+    if dynamo_imported():
+        from torch._dynamo.utils import counters
+
+        counters.clear()
+    phases_before = _phase_seconds() if dynamo_imported() else {}
     stats = CompileStats()
     handler = _RecompileCounter()
     logger = logging.getLogger("torch._dynamo")
@@ -83,12 +94,18 @@ def dynamo_stats() -> Iterator[CompileStats]:
     finally:
         logger.removeHandler(handler)
         torch._logging.set_logs()
-        stats.graph_breaks = sum(counters["graph_break"].values())
-        stats.recompiles = handler.count
-        # a precompile cache hit loads a compiled function's graphs without tracing them
-        stats.graphs = counters["stats"]["unique_graphs"] + counters["dynamo_cache"]["dynamo_cache_hit"]
-        stats.compile_cache = compile_cache_state(counters["inductor"], counters["aot_autograd"],
-                                                  counters["dynamo_cache"])
-        stats.cudagraph_skips = counters["inductor"]["cudagraph_skips"]
-        stats.phases = {COMPILE_PHASES[name]: round(seconds - phases_before.get(name, 0.0), 3)
-                        for name, seconds in _phase_seconds().items()}
+        if dynamo_imported():  # else nothing was compiled: the stats stay zero
+            _count(stats, handler.count, phases_before)
+
+
+def _count(stats: "CompileStats", recompiles: int, phases_before: dict[str, float]) -> None:
+    from torch._dynamo.utils import counters
+
+    stats.graph_breaks = sum(counters["graph_break"].values())
+    stats.recompiles = recompiles
+    # a precompile cache hit loads a compiled function's graphs without tracing them
+    stats.graphs = counters["stats"]["unique_graphs"] + counters["dynamo_cache"]["dynamo_cache_hit"]
+    stats.compile_cache = compile_cache_state(counters["inductor"], counters["aot_autograd"], counters["dynamo_cache"])
+    stats.cudagraph_skips = counters["inductor"]["cudagraph_skips"]
+    stats.phases = {COMPILE_PHASES[name]: round(seconds - phases_before.get(name, 0.0), 3)
+                    for name, seconds in _phase_seconds().items()}
