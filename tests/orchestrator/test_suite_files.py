@@ -319,21 +319,28 @@ def test_a_checkpoint_with_the_config_of_a_suites_own_model_gives_it_real_weight
     assert result["status"] == "ok" and result["job"]["model_path"] == str(folder.resolve())
 
 
+def swept_on_the_cpu(mlcbench, tmp_path, suite_text: str) -> tuple[str, list]:
+    """A suite file in tmp_path swept in the local env on the CPU with its own cache folder: the sweep's output and
+    the stored cells."""
+    suite = tmp_path / "suite.toml"
+    suite.write_text(suite_text)
+    done = mlcbench("sweep", "--suite", str(suite), "--env", "local", "--gpu", "cpu", "--cache-dir",
+                    str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, Store(f"sqlite:///{tmp_path / 'results' / 'mlcbench.db'}", create=False).cells()
+
+
 def test_a_tied_embedding_model_starts_warm_from_its_cold_process_s_caches(mlcbench, tmp_path):
     """torch_compile_static of llama3-tiny (tied embeddings): a cold process compiles into the cache folder, and the
     next ones load from it. They failed to: the guard that embed_tokens.weight is lm_head.weight could not be built
     from the precompile cache ("'_Missing' object has no attribute '_parameters'")."""
     shutil.copytree(SUITES / "configs" / "llama3-tiny", tmp_path / "configs" / "llama3-tiny")
-    suite = tmp_path / "tied.toml"
-    suite.write_text('name = "tied"\ndescription = "tied embeddings, warm"\n[models.llama3-tiny]\n'
-                     'config = "configs/llama3-tiny"\nprecision = "fp32"\n[[entries]]\nmodels = ["llama3-tiny"]\n'
-                     'workflows = ["torch_compile_static"]\nbatch_sizes = [1]\ninput_len = 8\noutput_len = 4\n'
-                     'warmup = 0\nrepeats = 1\nrepetition = { processes = 2 }\n')
-    done = mlcbench("sweep", "--suite", str(suite), "--env", "local", "--gpu", "cpu", "--cache-dir",
-                    str(tmp_path / "cache"))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "0 failed check(s) · 0 lost process(es)" in done.stdout
-    (cell,) = Store(f"sqlite:///{tmp_path / 'results' / 'mlcbench.db'}", create=False).cells()
+    stdout, (cell,) = swept_on_the_cpu(mlcbench, tmp_path, (
+        'name = "tied"\ndescription = "tied embeddings, warm"\n[models.llama3-tiny]\n'
+        'config = "configs/llama3-tiny"\nprecision = "fp32"\n[[entries]]\nmodels = ["llama3-tiny"]\n'
+        'workflows = ["torch_compile_static"]\nbatch_sizes = [1]\ninput_len = 8\noutput_len = 4\n'
+        'warmup = 0\nrepeats = 1\nrepetition = { processes = 2 }\n'))
+    assert "0 failed check(s) · 0 lost process(es)" in stdout
     # the cold process stands in the figure's series or, when its timing parts from the warm ones, in other_series
     assert sorted(process.compile_cache for process in stored_processes(cell)) == ["cold", "warm", "warm"]
 
@@ -350,16 +357,12 @@ def test_a_sliding_window_model_through_the_static_recipe_matches_eager_cold_and
         "head_dim": 16, "vocab_size": 512, "max_position_embeddings": 256, "rms_norm_eps": 1e-05,
         "hidden_act": "silu", "rope_theta": 10000.0, "sliding_window": 64, "tie_word_embeddings": False,
         "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}))
-    suite = tmp_path / "mistral.toml"
-    suite.write_text('name = "mistral"\ndescription = "sliding window"\n[models.mistral-tiny]\n'
-                     'config = "configs/mistral-tiny"\n[[entries]]\nmodels = ["mistral-tiny"]\n'
-                     'workflows = ["eager", "torch_compile_static"]\nbatch_sizes = [1]\ninput_len = 32\n'
-                     'output_len = 32\nwarmup = 0\nrepeats = 1\nrepetition = { processes = 2 }\n')
-    done = mlcbench("sweep", "--suite", str(suite), "--env", "local", "--gpu", "cpu", "--cache-dir",
-                    str(tmp_path / "cache"))
-    assert done.returncode == 0, done.stdout + done.stderr
-    cells = {cell.job.workflow: cell for cell in Store(f"sqlite:///{tmp_path / 'results' / 'mlcbench.db'}",
-                                                      create=False).cells()}
+    _, swept = swept_on_the_cpu(mlcbench, tmp_path, (
+        'name = "mistral"\ndescription = "sliding window"\n[models.mistral-tiny]\n'
+        'config = "configs/mistral-tiny"\n[[entries]]\nmodels = ["mistral-tiny"]\n'
+        'workflows = ["eager", "torch_compile_static"]\nbatch_sizes = [1]\ninput_len = 32\n'
+        'output_len = 32\nwarmup = 0\nrepeats = 1\nrepetition = { processes = 2 }\n'))
+    cells = {cell.job.workflow: cell for cell in swept}
     static = cells["torch_compile_static"]
     assert static.correctness.passed and static.correctness.processes_checked >= 2, static.correctness
     assert "warm" in [process.compile_cache for process in static.metrics.latency.processes]
