@@ -12,6 +12,7 @@ crashed (then it costs as they did). Markdown on stdout.
 import argparse
 import statistics
 from collections import defaultdict
+from typing import Iterable, Optional
 
 from mlcbench.orchestrator.cli.console import format_duration
 from mlcbench.orchestrator.store import Store
@@ -26,6 +27,20 @@ def attempt_s(result: Result) -> float:
     if provenance.started_at is None or provenance.ended_at is None:
         return 0.0
     return (provenance.ended_at - provenance.started_at).total_seconds()
+
+
+def measured_on(results: Iterable[Result]) -> str:
+    """The GPUs, host CPUs, versions, dates and commits of the store's results, in words."""
+    def listed(values: Iterable[Optional[str]]) -> str:
+        return ", ".join(sorted({value for value in values if value})) or "not recorded"
+
+    results = list(results)
+    provenances = [result.provenance for result in results]
+    return (f"{listed(p.gpu.name if p.gpu else None for p in provenances)}, driver "
+            f"{listed(p.gpu.driver if p.gpu else None for p in provenances)}; host {listed(p.host_cpu for p in provenances)}; "
+            f"torch {listed((p.packages or {}).get('torch') for p in provenances)}; measured "
+            f"{listed(p.ended_at.date().isoformat() if p.ended_at else None for p in provenances)}, commit "
+            f"{listed(p.git_rev for p in provenances)}")
 
 
 def main() -> None:
@@ -80,6 +95,7 @@ def main() -> None:
           f"processes' spans there, the others from the sweep's table of typical costs (`orchestrator/sweep/"
           f"schedule.py`; a compile per billion parameters is an extrapolation), and all scheduled as the sweep "
           f"schedules them.\n")
+    print(f"The store: {measured_on(stored.values())}.\n")
     print(f"{len(jobs)} cells, {format_duration(total)} of GPU time in all.\n")
     print("| cells costed from | cells | GPU time |\n|---|---:|---:|")
     for source, values in sorted(sources.items()):
