@@ -19,7 +19,7 @@ class _RecompileCounter(logging.Handler):
 
 def dynamo_imported() -> bool:
     """Whether this process has imported dynamo: a workflow that compiles nothing never does, and importing it only to
-    read its counters cost about a second of every such process before its first timed call."""
+    read its counters put a large import into every such process before its first timed call."""
     return "torch._dynamo" in sys.modules
 
 
@@ -79,11 +79,12 @@ def dynamo_stats() -> Iterator[CompileStats]:
     out of this block and check compiled_graphs() around them instead."""
     import torch
 
+    phases_before: dict[str, float] = {}
     if dynamo_imported():
         from torch._dynamo.utils import counters
 
         counters.clear()
-    phases_before = _phase_seconds() if dynamo_imported() else {}
+        phases_before = _phase_seconds()
     stats = CompileStats()
     handler = _RecompileCounter()
     logger = logging.getLogger("torch._dynamo")
