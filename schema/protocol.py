@@ -30,7 +30,8 @@ CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written
 LAUNCHED_AT_ENV = "MLCBENCH_LAUNCHED_AT"
 # how the worker's interpreter came to be (Startup): set by the host, or by the zygote in the children it forks
 STARTUP_ENV = "MLCBENCH_STARTUP"
-# the pre-imported interpreter that forks one fresh worker per request: `python -m mlcbench.workers zygote`
+# the pre-imported interpreter that forks one fresh worker per request, for workers of one cache folder:
+# `python -m mlcbench.workers zygote CACHE_DIR`
 ZYGOTE_COMMAND = "zygote"
 # persistent compiler caches (one folder per env below it), where neither the sweep nor the worker is told another:
 # MLCBENCH_CACHE_DIR where set (the tests set it, so that they never touch a user's caches), else ~/.cache/mlcbench
@@ -127,8 +128,10 @@ class ZygoteEvent(StrictModel):
     exit_code: Optional[int] = None
 
 
-def zygote_command(python: str) -> list[str]:
-    return [python, "-m", WORKER_MODULE, ZYGOTE_COMMAND]
+def zygote_command(python: str, cache_dir: str) -> list[str]:
+    """The zygote's command line, for the cache folder of the workers it forks (their caches' variables are set
+    before it imports torch)."""
+    return [python, "-m", WORKER_MODULE, ZYGOTE_COMMAND, cache_dir]
 
 
 def new_sweep_id() -> str:

@@ -23,7 +23,7 @@ WORKER_LAYERS = (
     ("kernels",),  # mlcbench's own Triton kernels, which handtuned_decode injects into the compiled decode step
     ("workflows",),
     ("measurement",),  # timers, correctness, and the device, host and package probes
-    ("exchange", "orphan"),  # the worker's files and its lifetime beside the host
+    ("exchange", "orphan", "cache_environment"),  # the worker's files, its lifetime beside the host, its libraries' folders
     ("runner",),
     ("command",),  # the worker's command line
     ("zygote",),  # the pre-imported interpreter that forks workers

@@ -7,6 +7,7 @@ import sys
 from typing import Optional
 
 from mlcbench.schema.protocol import WorkerArgs
+from mlcbench.workers.cache_environment import use_cache_folder_only
 from mlcbench.workers.exchange import JobFileError, read_jobs
 from mlcbench.workers.orphan import exit_with_parent
 from mlcbench.workers.runner import run_jobs, write_calibration
@@ -14,6 +15,7 @@ from mlcbench.workers.runner import run_jobs, write_calibration
 
 def run(argv: Optional[list[str]] = None) -> int:
     args = WorkerArgs.parse(argv)
+    use_cache_folder_only(args.cache_dir)
     try:
         jobs = read_jobs(args.jobs)
     except JobFileError as error:

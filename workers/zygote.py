@@ -17,10 +17,12 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Optional
 
 from mlcbench.schema.protocol import (ORCHESTRATOR_PID_ENV, STARTUP_ENV, ForkRequest, ZygoteEvent, complete_lines,
                                       encode_line)
+from mlcbench.workers.cache_environment import use_cache_folder_only
 
 # what every worker imports before its first timed call; each child finds them imported
 PRELOAD = ("torch", "torch._inductor.compile_fx", "transformers.models.llama.modeling_llama",
@@ -33,8 +35,10 @@ BAD_FORK = 3
 STDIN = 0
 
 
-def serve() -> int:
+def serve(cache_dir: Path) -> int:
     begin = time.perf_counter()
+    # before the imports: some libraries read their folders once, as they load (Hugging Face's, Python's tempdir)
+    use_cache_folder_only(cache_dir)
     # torch.cuda.is_available(), which importing transformers calls, asks the CUDA runtime for its devices and so
     # marks every later fork as "bad" (CUDA cannot be initialised in the child); asked through NVML it does not. The
     # children ask as exec'd workers do.

@@ -57,8 +57,8 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         **env.run.env,
         "PYTHONPATH": CONTAINER_CODE,
         "PYTHONUNBUFFERED": "1",
-        # the host uid may have no passwd entry in the image: give getpass and the compilers' caches a home
-        "HOME": "/tmp",
+        # the host uid may have no passwd entry in the image: give getpass a name (the worker makes its home, and
+        # every folder its libraries write, in the cache folder: workers/cache_environment.py)
         "USER": "mlcbench",
         **{name: os.environ[name] for name in SECRETS if os.environ.get(name)},
         **(extra_env or {}),
@@ -82,10 +82,8 @@ def container_options(env: EnvSpec, image: str, files: WorkerFiles, cache_dir: P
         "privileged": False,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        # only the exchange and cache folders (mounted above) and /tmp (HOME: compilers' caches, their .so files,
-        # hence exec) can be written
+        # only the exchange and cache folders (mounted above) can be written
         "read_only": True,
-        "tmpfs": {"/tmp": "rw,exec,nosuid,nodev,mode=1777"},
         "pids_limit": env.run.pids_limit,
         "ulimits": [Ulimit(name=name, soft=value, hard=value) for name, value in env.run.ulimits.items()],
     }

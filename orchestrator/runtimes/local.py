@@ -87,6 +87,6 @@ class LocalRuntime(Runtime):
     def _forking(self, folder: Path) -> Zygote:
         """This round's zygote, started at its first worker (its log beside that worker's)."""
         if self._zygote is None:
-            self._zygote = Zygote(zygote_command(sys.executable), self._environment(), folder.parent / "zygote.log",
-                                  folder.parent, self.cpus)
+            self._zygote = Zygote(zygote_command(sys.executable, str(self.cache_dir.resolve())), self._environment(),
+                                  folder.parent / "zygote.log", folder.parent, self.cpus)
         return self._zygote

@@ -6,6 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mlcbench.orchestrator.cli import app
+from mlcbench.orchestrator.planner import stored_processes
+from mlcbench.orchestrator.runtimes.docker import UNPRIVILEGED_GID, UNPRIVILEGED_UID, worker_ids
 from mlcbench.orchestrator.store import Store
 
 pytestmark = pytest.mark.docker
@@ -53,3 +55,24 @@ def test_own_models_from_config_folders_run_in_the_cpu_image(cpu_image, tmp_path
     assert {workflow: result.status for workflow, result in gpt2.items()} == {
         "eager": "ok", "torch_compile_decode": "unsupported"}
     assert "architecture GPT2LMHeadModel is not implemented" in gpt2["torch_compile_decode"].reason
+
+
+def test_a_compiled_cell_runs_as_the_gpu_images_user_and_keeps_its_caches_in_the_cache_folder(cpu_image, tmp_path):
+    """On the H200 every torch_compile cell failed in the gpu-host container, whose worker is uid 65534 (a root
+    host's): PermissionError on /tmp/.triton. A container's worker can write its exchange and cache folders alone;
+    a compiled cell runs there as that user, and its second process (another container) loads what the first
+    compiled into the cache folder."""
+    if worker_ids() != (UNPRIVILEGED_UID, UNPRIVILEGED_GID):
+        pytest.skip("the GPU image's user (uid 65534) is the one a root host's workers run as")
+    suite = tmp_path / "suite.toml"
+    suite.write_text('name = "compiled"\ndescription = "one compiled cell, two processes"\n[[entries]]\n'
+                     'models = ["ffn-small"]\nworkflows = ["torch_compile"]\nbatch_sizes = [1]\nwarmup = 0\n'
+                     'repeats = 1\nrepetition = { processes = 2, max_processes = 2 }\n')
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    outcome = CliRunner().invoke(app, ["sweep", "--env", "cpu", "--gpu", "cpu", "--suite", str(suite), "--db", db,
+                                       "--workdir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")])
+    assert outcome.exit_code == 0, outcome.output
+    (cell,) = Store(db).cells(env="cpu")
+    assert cell.status == "ok", cell.error
+    # the cold process stands beside the warm ones or, when its timing parts from theirs, in other_series
+    assert sorted(process.compile_cache for process in stored_processes(cell)) == ["cold", "warm", "warm"]
