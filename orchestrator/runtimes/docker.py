@@ -161,6 +161,13 @@ class ContainerWorker:
         self._removed = True
 
 
+def inherited_cpus() -> Optional[frozenset[int]]:
+    """The cores this process may run on, where they are fewer than the host's (taskset, a cpuset): a local worker
+    inherits them, a container would not (two sweeps side by side, one GPU and half the cores each)."""
+    own = frozenset(os.sched_getaffinity(0))
+    return own if len(own) < (os.cpu_count() or 0) else None
+
+
 def worker_ids() -> tuple[int, int]:
     """The uid:gid a worker runs as: the host user's, so that what it writes is theirs; never root."""
     if os.getuid() == 0:
@@ -205,7 +212,7 @@ class DockerRuntime(Runtime):
     @classmethod
     def for_sweep(cls, env: EnvSpec, cache_dir: Path, sweep_id: str, lane: Lane) -> "DockerRuntime":
         return cls(env, cache_dir=cache_dir, sweep_id=sweep_id, gpu_uuid=lane.gpu_uuid, extra_env=lane.environment(),
-                   cpus=lane.cpus)
+                   cpus=lane.cpus or inherited_cpus())
 
     def start_worker(self, files: WorkerFiles) -> ContainerWorker:
         self._remove_finished()

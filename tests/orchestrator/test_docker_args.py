@@ -9,7 +9,7 @@ from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, load_env
 from mlcbench.orchestrator.errors import EnvironmentFailure, UsageError
 from mlcbench.orchestrator.envs.images import BuildOptions, build_args, connect, image_tag
 from mlcbench.orchestrator.runtimes.base import WorkerFiles
-from mlcbench.orchestrator.runtimes.docker import CODE_ROOT, checkpoint_folders, container_options
+from mlcbench.orchestrator.runtimes.docker import CODE_ROOT, checkpoint_folders, container_options, inherited_cpus
 from mlcbench.orchestrator.runtimes.gpu_passthrough import ToolkitGpu
 from mlcbench.schema import EnvSpec, JobSpec, RunOptions
 
@@ -111,6 +111,15 @@ def test_a_lanes_container_runs_on_its_share_of_the_hosts_cores(tmp_path):
     cpu = EnvSpec(name="cpu-test", runtime="docker", workflows=["eager"])
     assert "cpuset_cpus" not in options_for(cpu, tmp_path)
     assert options_for(cpu, tmp_path, cpus=frozenset({9, 8, 10}))["cpuset_cpus"] == "8,9,10"
+
+
+def test_a_sweep_held_to_some_cores_holds_its_containers_to_them(monkeypatch):
+    """A local worker inherits the cores its sweep was held to (taskset); a container must be given them."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)))
+    assert inherited_cpus() == frozenset(range(16, 32))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
+    assert inherited_cpus() is None
 
 
 def test_image_tag_is_stable_and_follows_files_and_build_settings(envs_copy, tmp_path):
