@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Issue 50 on the GPU machine (the `device` tool; root, no network, no Docker, ≤ 64 MiB carried a call): a Docker
-# engine from carried Debian packages, an mlcbench image made from the machine's own Python, a suite swept in that
-# container on the GPU and with --env local, both stores compared, and every GPU checked to be alone in its container.
+# Issues 50 and 57 on the GPU machine (the `device` tool; root, no network, no Docker, ≤ 64 MiB carried a call): a
+# Docker engine from carried Debian packages, an mlcbench image made from the machine's own Python, every GPU checked
+# to be alone in its container, a suite swept in that container on one GPU and with --env local on another at once,
+# both stores compared.
 #
 #   bash benchmarks/gpu_container.sh STEP...        (steps run in the order given; `all`: install through compare)
 #
-# Steps (each prints what it did, is safe to run again, and stops the script with a message on the first failure):
+# Steps here, in the checkout on a Debian 12 machine with network (what the GPU machine's calls carry):
+#   debs       .debs/a and .debs/b: Debian bookworm's packages of the engine (apt-get download), in two halves, since
+#              one call carries at most 64 MiB: .debs/a (docker.io, tini, the libraries dockerd links; 38 MB) and
+#              .debs/b (containerd, runc; 28 MB)
+#   wheels     .whl: mlcbench's wheel of this checkout and the host side's wheels the GPU machine's Python lacks (its
+#              pydantic, SQLAlchemy, Alembic, the Docker SDK and requests), the versions of this checkout's .venv
+# Steps on the GPU machine (each prints what it did, is safe to run again, and stops the script with a message on the
+# first failure):
 #   probe      whether this machine could run an engine at all (step 1 of issue 50): privileges, namespaces,
 #              cgroups, storage drivers, the GPU's device nodes and driver libraries; prints, changes nothing
-#   stage      copy the .deb files carried in .debs/ (any subfolder) to /root/debs: the packages are 67 MB, more
-#              than one call carries, so the first call stages .debs/a and the next carries .debs/b
+#   stage      copy the .deb files carried in .debs/ (any subfolder) to /root/debs
+#   ready      install the wheels carried in .whl/ and compile the machine's bytecode (benchmarks/device_env.sh, once;
+#              every step that runs mlcbench does it where it is not done)
 #   install    unpack the packages (dpkg -x) into /root/docker-root, link the libraries the machine lacks
 #   dockerd    start dockerd (--iptables=false --bridge=none --storage-driver=overlay2, data under /root/docker-data,
 #              log /root/gpu-container/dockerd.log) unless it answers
@@ -19,21 +28,30 @@
 #              through the passthrough
 #   build      `mlcbench build gpu-host` on it (envs/gpu-host: pydantic from .whl, bytecode compiled)
 #   check      one container per GPU at once, each must see exactly its own GPU (benchmarks/gpu_container_check.py)
-#   sweep      benchmarks/suites/gpu-container.toml in the container (--env gpu-host) into docker.db
-#   local      the same suite with --env local into local.db
-#   compare    merge both stores into both.db, `mlcbench compare --env gpu-host --env local`, CSV exports
-# A sweep is stopped as Ctrl-C stops it after SWEEP_TIMEOUT_S (default 420 s: a call may run 10 minutes, and Ctrl-C
-# waits for the job in flight) and the same step resumes it; the step says which. The steps that need the engine start
-# dockerd again where an earlier call's is gone. Everything lands in /root/gpu-container and is copied to $OUT.
+#   sweeps     start, in the background (their own sessions: they outlive the call while the machine is held),
+#              benchmarks/suites/gpu-container.toml in the container (--env gpu-host, GPU 0) into docker.db and with
+#              --env local (GPU 1) into local.db, at once, each held to its half of the host's cores (whole physical
+#              cores; the container through its cpuset); on a one-GPU host one after the other on GPU 0, all cores
+#   wait       until both sweeps have ended, or until the script has run CALL_S seconds (default 520: a call runs
+#              10 minutes at most, and a compare after it takes some 30 s); says how far each got. A sweep that
+#              stopped resumes from its store where a `sweeps` step starts it again
+#   compare    merge both stores into both.db, `mlcbench compare --env gpu-host --env local`, CSV exports (it needs no
+#              GPU: the stores a call brought back compare here as well)
+# The steps that need the engine start dockerd again where an earlier call's is gone. Everything lands in
+# /root/gpu-container; every call brings back one file, $OUT/gpu-container.tar.gz (stores, CSVs, logs, the check, the
+# compare, the machine's and the engine's facts): $OUT returns at most 8 files.
 #
-# Calls, as the lead runs them (the machine must stay warm between them: /root holds the engine, images and stores):
-#   1. carry .debs/a (docker.io, tini, the libraries dockerd links; 39 MB):   bash benchmarks/gpu_container.sh stage
-#   2. carry .debs/b (containerd, runc; 29 MB):   bash benchmarks/gpu_container.sh stage install dockerd image
-#   3. carry .whl (9 MB: mlcbench's wheel of this revision, the host side's wheels, and requests for the Docker SDK,
-#      which the machine's Python may lack; every later call too):
-#        MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, here> bash benchmarks/gpu_container.sh build check
-#   4. MLCBENCH_GIT_REV=... bash benchmarks/gpu_container.sh sweep   (again until it says every cell is stored)
-#   5. the same with `local`, then `compare`
+# Calls, as the lead runs them on nvidia-h200-x2 (the machine goes back 30 s after a call and 30 min after its start:
+# make each call at once after the last, and all of them within those 30 minutes):
+#   here, in a clean checkout of the revision to run:   bash benchmarks/gpu_container.sh debs wheels
+#   1. carry .debs/a and .whl:   bash benchmarks/gpu_container.sh stage ready
+#   2. carry .debs/b and .whl:
+#        MLCBENCH_GIT_REV=<git rev-parse --short=12 HEAD, here> bash benchmarks/gpu_container.sh stage install dockerd \
+#          image build check sweeps wait
+#   3. carry .whl:   bash benchmarks/gpu_container.sh wait compare   (again until compare runs)
+# Each call's gpu-container.tar.gz holds the stores as they stand: should the machine go back before the compare,
+# `mlcbench merge docker.db local.db --into sqlite:///both.db` and `mlcbench compare --db sqlite:///both.db --env
+# gpu-host --env local` run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,9 +65,16 @@ BASE_REPOSITORY=mlcbench-base/gpu-host
 ENV_NAME=gpu-host
 SUITE=benchmarks/suites/gpu-container.toml
 OUT=${OUT:-$WORK/out}
-PACKAGES=(docker.io containerd runc tini libdevmapper1.02.1 libseccomp2 libsystemd0 libcap2 libgcrypt20 liblzma5
-          libzstd1 liblz4-1 libselinux1 libudev1 libgpg-error0 libpcre2-8-0)
-mkdir -p "$WORK" "$OUT"
+# the engine's packages in the two halves that two calls carry (.debs/a, .debs/b)
+PACKAGES_A=(docker.io tini libdevmapper1.02.1 libseccomp2 libsystemd0 libcap2 libgcrypt20 liblzma5 libzstd1 liblz4-1
+            libselinux1 libudev1 libgpg-error0 libpcre2-8-0)
+PACKAGES_B=(containerd runc)
+PACKAGES=("${PACKAGES_A[@]}" "${PACKAGES_B[@]}")
+HERE_STEPS=(debs wheels)  # run in the checkout here, not on the GPU machine
+# what the host side needs beyond the GPU machine's Python (its numpy, scipy, matplotlib, pyarrow, typer, rich and
+# nvidia-ml-py serve), as this checkout's .venv has them
+HOST_WHEELS=(pydantic pydantic-core annotated-types typing-inspection typing-extensions sqlalchemy alembic mako
+             markupsafe docker requests urllib3 certifi idna charset-normalizer)
 export PATH=$PREFIX/usr/bin:$PREFIX/usr/sbin:$PATH MLCBENCH_ENVS_DIR=$PWD/envs PYTHONUNBUFFERED=1
 
 say() { echo "gpu_container: $*"; }
@@ -61,6 +86,29 @@ mlcbench_ready() {  # the host side: the carried wheels in /root/site (benchmark
     set -euo pipefail
 }
 engine_ready() { docker info >/dev/null 2>&1 || step_dockerd; }
+
+step_debs() {
+    rm -rf .debs
+    mkdir -p .debs/a .debs/b
+    (cd .debs/a && apt-get download -q "${PACKAGES_A[@]}") || fail "apt-get download ${PACKAGES_A[*]}"
+    (cd .debs/b && apt-get download -q "${PACKAGES_B[@]}") || fail "apt-get download ${PACKAGES_B[*]}"
+    say ".debs/a $(du -sh .debs/a | cut -f1), .debs/b $(du -sh .debs/b | cut -f1) (a call carries 64 MiB at most)"
+}
+
+step_wheels() {
+    [ -x .venv/bin/python ] || fail "no .venv here: make .venv/bin/mlcbench first"
+    local pins
+    pins=$(.venv/bin/python -m pip freeze | grep -i -E "^($(IFS='|'; echo "${HOST_WHEELS[*]}" | sed 's/-/[-_]/g'))==") \
+        || fail "this .venv lacks the host side's packages"
+    rm -rf .whl
+    mkdir -p .whl
+    .venv/bin/python -m pip wheel -q --no-deps -w .whl . || fail "building mlcbench's wheel"
+    # shellcheck disable=SC2086  # one pin a word
+    .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --abi cp312 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl $pins || fail "downloading the host side's wheels"
+    say ".whl: $(ls .whl | wc -l) wheels, $(du -sh .whl | cut -f1)"
+}
 
 step_probe() {
     echo "== user and capabilities"; id; grep -E "^Cap(Eff|Bnd)" /proc/self/status
@@ -167,6 +215,8 @@ step_image() {
         || fail "the base image cannot import torch"
 }
 
+step_ready() { mlcbench_ready; say "the carried wheels installed, the machine's bytecode compiled"; }
+
 step_build() {
     [ -n "$(base_image)" ] || fail "no base image: run the image step first"
     mlcbench_ready
@@ -181,57 +231,131 @@ step_check() {
     engine_ready
     local passed=yes
     python3 benchmarks/gpu_container_check.py "$ENV_NAME" "$WORK/check.json" 2>&1 | tee "$WORK/check.txt" || passed=no
-    cp "$WORK/check.json" "$WORK/check.txt" "$OUT/" 2>/dev/null || true
     [ $passed = yes ] || fail "a container did not see exactly its own GPU, or the check failed ($WORK/check.txt)"
     say "every GPU alone in its container"
 }
 
-sweep_into() {  # ENV NAME: the suite in ENV into $WORK/NAME.db, resumable
-    local env=$1 name=$2 start=$SECONDS status
+SIDES=(docker local)  # the two sweeps: their stores, caches, work folders, logs and exit files are named after them
+side_env() { if [ "$1" = docker ]; then echo "$ENV_NAME"; else echo local; fi; }
+running() { [ -f "$WORK/$1.pid" ] && kill -0 "$(cat "$WORK/$1.pid")" 2>/dev/null; }
+own_cores() { taskset -pc $$ | sed 's/.*: //'; }
+
+sweep_now() {  # SIDE GPU: the suite in the side's env on GPU (its NVML index) into $WORK/SIDE.db (resumes what it holds)
+    local side=$1 gpu=$2 env start=$SECONDS status
+    env=$(side_env "$side")
     mlcbench_ready
     [ "$env" = local ] || engine_ready
     set +e
-    timeout --preserve-status -s INT "${SWEEP_TIMEOUT_S:-420}" python3 -m mlcbench.orchestrator sweep --env "$env" \
-        --suite "$SUITE" --db "sqlite:///$WORK/$name.db" --cache-dir "$WORK/cache-$name" --workdir "$WORK/work-$name" \
-        2>&1 | grep -v "━" | tail -40
-    status=${PIPESTATUS[0]}
+    python3 -m mlcbench.orchestrator sweep --env "$env" --gpus "$gpu" --suite "$SUITE" --db "sqlite:///$WORK/$side.db" \
+        --cache-dir "$WORK/cache-$side" --workdir "$WORK/work-$side"
+    status=$?
     set -e
-    echo "$(date -u +%FT%TZ) sweep --env $env: exit $status, $((SECONDS - start)) s" | tee -a "$WORK/times.txt"
-    python3 -m mlcbench.orchestrator export --db "sqlite:///$WORK/$name.db" --format csv --out "$OUT/$name.csv"
-    cp "$WORK/$name.db" "$WORK/times.txt" "$OUT/"
-    case $status in
-        0) say "--env $env: every cell stored in $WORK/$name.db" ;;
-        130) fail "--env $env stopped after ${SWEEP_TIMEOUT_S:-420} s with cells left: run the same step again to resume" ;;
-        3) fail "--env $env: some jobs failed (see $OUT/$name.csv)" ;;
-        *) fail "--env $env: sweep exit $status" ;;
-    esac
+    echo "$(date -u +%FT%TZ) sweep --env $env on GPU $gpu, cores $(own_cores): exit $status, $((SECONDS - start)) s" \
+        >>"$WORK/times.txt"
+    python3 -m mlcbench.orchestrator export --db "sqlite:///$WORK/$side.db" --format csv --out "$WORK/$side.csv" || true
+    echo "$status" >"$WORK/$side.exit"
 }
 
-step_sweep() { sweep_into "$ENV_NAME" docker; }
-step_local() { sweep_into local local; }
+start_sweeps() {  # CORES SIDE GPU [SIDE GPU]: one background job in its own session on CORES, its sweeps in turn
+    local cores=$1 job=() sides=()
+    shift
+    while [ $# -gt 0 ]; do
+        if running "$1"; then say "$1: already running (pid $(cat "$WORK/$1.pid"))"; return; fi
+        rm -f "$WORK/$1.exit"
+        job+=("bash benchmarks/gpu_container.sh _sweep $1 $2;")
+        sides+=("$1")
+        say "$1 (--env $(side_env "$1")): GPU $2, cores $cores, log $WORK/$1.log"
+        shift 2
+    done
+    setsid nohup taskset -c "$cores" bash -c "${job[*]}" >>"$WORK/${sides[0]}.log" 2>&1 </dev/null &
+    for side in "${sides[@]}"; do echo $! >"$WORK/$side.pid"; done
+}
+
+step_sweeps() {
+    mlcbench_ready  # installs the carried wheels once, before the sweeps start
+    engine_ready
+    local shares
+    if [ "$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)" -ge 2 ]; then
+        # the sweep's own split of the host's cores between two lanes (whole physical cores each)
+        mapfile -t shares < <(python3 -c 'from mlcbench.orchestrator.sweep.schedule import core_shares
+for share in core_shares(2): print(",".join(map(str, sorted(share))))')
+        start_sweeps "${shares[0]}" docker 0
+        start_sweeps "${shares[1]}" local 1
+    else
+        start_sweeps "$(own_cores)" docker 0 local 0
+    fi
+    machine_facts
+}
+
+step_wait() {
+    local left=()
+    while :; do
+        left=()
+        for side in "${SIDES[@]}"; do if running "$side"; then left+=("$side"); fi; done
+        if [ ${#left[@]} -eq 0 ] || [ $SECONDS -ge "${CALL_S:-520}" ]; then break; fi
+        sleep 10
+    done
+    for side in "${SIDES[@]}"; do
+        echo "-- $side: $(if running "$side"; then echo running; elif [ -f "$WORK/$side.exit" ]; then
+            echo "ended, exit $(cat "$WORK/$side.exit")"; else echo "not ended"; fi)"
+    done
+    for log in "$WORK"/*.log; do [ "$log" = "$WORK/dockerd.log" ] || grep -v "━" "$log" | tail -8; done
+    machine_facts
+    [ ${#left[@]} -eq 0 ] || { say "still running: ${left[*]}; call the wait step again"; return; }
+    for side in "${SIDES[@]}"; do
+        case $(cat "$WORK/$side.exit" 2>/dev/null) in
+            0) say "$side: every cell stored in $WORK/$side.db" ;;
+            3) say "$side: every cell stored, some of them failed (see $side.csv)" ;;
+            *) fail "$side: its sweep did not end (see its log); the sweeps step resumes it from its store" ;;
+        esac
+    done
+}
+
+machine_facts() {  # the GPUs, the host's CPU, the engine and the images, beside the stores
+    { date -u
+      nvidia-smi --query-gpu=index,name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+      lscpu | grep -E "Model name|^CPU\(s\)|Thread|NUMA node"
+      docker version --format 'engine {{.Server.Version}}, API {{.Server.APIVersion}}'
+      docker info --format 'storage {{.Driver}}, cgroup v{{.CgroupVersion}} ({{.CgroupDriver}}), runtimes {{range $name, $_ := .Runtimes}}{{$name}} {{end}}'
+      echo "image $(cat "$WORK/image.txt" 2>/dev/null)"; echo "base image $(base_image)"; cat "$WORK/times.txt"
+    } >"$WORK/machine.txt" 2>&1 || true  # a fact that cannot be read is said so in the file
+}
 
 step_compare() {
     mlcbench_ready
-    for name in docker local; do [ -f "$WORK/$name.db" ] || fail "no $name.db: run the sweep and local steps"; done
+    for side in "${SIDES[@]}"; do
+        [ -f "$WORK/$side.db" ] || fail "no $side.db: run the sweeps step"
+        if running "$side"; then fail "$side is still running: the wait step first"; fi
+    done
     rm -f "$WORK/both.db"
     python3 -m mlcbench.orchestrator merge "$WORK/docker.db" "$WORK/local.db" --into "sqlite:///$WORK/both.db" \
         || fail "merging the two stores failed"
     python3 -m mlcbench.orchestrator compare --db "sqlite:///$WORK/both.db" --env "$ENV_NAME" --env local 2>&1 \
         | tee "$WORK/compare.txt" || fail "mlcbench compare failed ($WORK/compare.txt)"
-    python3 -m mlcbench.orchestrator export --db "sqlite:///$WORK/both.db" --format csv --out "$OUT/both.csv"
-    { date -u; nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader; lscpu | grep "Model name"; nproc
-      cat "$WORK/image.txt"; cat "$WORK/base-image.txt"; } >"$WORK/machine.txt" 2>&1
-    cp "$WORK/both.db" "$WORK/compare.txt" "$WORK/machine.txt" "$OUT/"
+    python3 -m mlcbench.orchestrator export --db "sqlite:///$WORK/both.db" --format csv --out "$WORK/both.csv"
     say "compared: $WORK/compare.txt"
 }
 
+bundle() {  # what every call brings back, as one file ($OUT returns at most 8)
+    local files
+    files=$(cd "$WORK" && ls -- *.db *.csv *.txt *.log *.json 2>/dev/null) || true
+    [ -z "$files" ] || (cd "$WORK" && tar -czf "$OUT/gpu-container.tar.gz" $files) || true
+}
+
 [ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2; }
-[ "$(id -u)" = 0 ] || fail "run as root (dockerd)"
+[ "$1" = _sweep ] && { shift; sweep_now "$@"; exit; }  # a background job of the sweeps step
 steps=("$@")
-[ "$*" = all ] && steps=(install dockerd image build check sweep local compare)
+[ "$*" = all ] && steps=(install dockerd image build check sweeps wait compare)
+here=yes
 for step in "${steps[@]}"; do
     declare -F "step_$step" >/dev/null || fail "unknown step $step"
+    [[ " ${HERE_STEPS[*]} " == *" $step "* ]] || here=no
 done
+if [ $here = no ]; then
+    [ "$(id -u)" = 0 ] || fail "run as root (dockerd)"
+    mkdir -p "$WORK" "$OUT"
+    trap bundle EXIT
+fi
 for step in "${steps[@]}"; do
     say "== $step ($(date -u +%T))"
     "step_$step"
