@@ -91,6 +91,31 @@ class Correctness(StrictModel):
     processes_failed: Optional[int] = None
 
 
+class Estimate(StrictModel):
+    """A figure over a cell's processes with its 95 % interval (none with one process)."""
+
+    value: float
+    low: Optional[float] = None
+    high: Optional[float] = None
+
+
+class CellEnergy(StrictModel):
+    """A cell's energy over the processes of its figure whose window gave one (EnergyWindow): geometric means of the
+    process figures with Student's t over their logarithms, as the time's; the temperatures (over every process that
+    read them) as arithmetic means with Student's t."""
+
+    method: EnergyMethod = ENERGY_METHOD
+    processes: int = Field(0, description="processes whose window gave a figure")
+    joules_per_call: Optional[Estimate] = None
+    power_w: Optional[Estimate] = Field(None, description="the counter's joules / the window's seconds")
+    temperature_start_c: Optional[Estimate] = None
+    temperature_end_c: Optional[Estimate] = None
+    sampled_ratio: Optional[Estimate] = Field(
+        None, description="nvmlDeviceGetPowerUsage sampled over the same window, integrated, / the counter's joules "
+                          "(MLCBENCH_POWER_CHECK)")
+    reason: Optional[str] = Field(None, description="why no process gave a figure (the first process's reason)")
+
+
 class ProcessTiming(StrictModel):
     """The timed calls of a cell in one worker process, in milliseconds, in call order."""
 
@@ -161,6 +186,8 @@ class Timing(StrictModel):
     step_median_ms: Optional[float] = None
     step_ci_low_ms: Optional[float] = None
     step_ci_high_ms: Optional[float] = None
+    # the GPU's energy over the same processes' timed calls
+    energy: Optional[CellEnergy] = None
 
     @property
     def noisy(self) -> bool:
