@@ -185,3 +185,29 @@ def test_without_the_power_check_nothing_samples_power(monkeypatch, gpu):
     meter = energy.EnergyMeter(UUID, 5, update_period_s=gpu.period_s)
     _timed_on_fake_cuda(monkeypatch, gpu, 0.6, 0, 5, meter)
     assert meter.window.sampled_joules is None and meter.window.power_samples == 0
+
+
+def test_a_job_stores_the_window_of_its_timed_calls_on_its_process(monkeypatch, tmp_path):
+    """The measurement passes the meter to the timed calls and stores what it read (on a CPU, with a counter that
+    rises with the host's clock)."""
+    import time
+
+    from mlcbench.schema import JobSpec
+    from mlcbench.workers.measurement import core
+    from mlcbench.workers.runner import run_job
+
+    fake = FakeGpu(watts=250.0).module()
+    fake.nvmlDeviceGetTotalEnergyConsumption = lambda handle: int(250.0 * 1000 * time.perf_counter())
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    clocks.nvml_handle.cache_clear()
+    monkeypatch.setattr(core, "energy_meter", lambda cuda, calls, cache_root: energy.EnergyMeter(UUID, calls, 1e-6))
+    result = run_job(JobSpec(model="ffn-small", workflow="eager", precision="fp32", batch_size=2, device="cpu",
+                             warmup=1, repeats=20), tmp_path)
+    clocks.nvml_handle.cache_clear()
+    assert result.status == "ok", result.error
+    (process,) = result.metrics.latency.processes
+    window = process.energy
+    assert window.reason is None and window.calls == 20
+    # the window holds the 20 timed calls
+    assert sum(process.samples_ms) / 1e3 <= window.window_s <= sum(process.samples_ms) / 1e3 + 2.0
+    assert window.mean_power_w == pytest.approx(250.0, rel=0.05)
