@@ -179,3 +179,16 @@ def test_compare_gives_the_energy_ratio_with_its_interval():
     table = comparison_table(comparison)
     assert "energy ratio [95 % interval]" in [column.header for column in table.columns]
     assert table.rows[0][8].text.startswith("0.75× [")
+
+
+def test_the_ceilings_say_how_often_each_gpus_energy_counter_updates_or_why_it_has_none():
+    from mlcbench.orchestrator.reports.sections.ceilings import ceiling_rows
+    from mlcbench.schema import Calibration
+
+    measured = Calibration(device="cuda", copy_bytes=1, gemm_n=1, gpu_tag="h200", energy_update_period_s=0.0251,
+                           energy_update_intervals_s=[0.0249, 0.0251])
+    missing = Calibration(device="cuda", copy_bytes=1, gemm_n=1, gpu_tag="v100",
+                          energy_counter="no energy counter: NVMLError_NotSupported: Not Supported")
+    rows = {row.gpu: row for row in ceiling_rows([measured, missing])}
+    assert rows["h200"].energy_counter == "updates every 25 ms"
+    assert rows["v100"].energy_counter.startswith("no energy counter")
