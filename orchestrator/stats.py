@@ -20,6 +20,7 @@ import numpy as np
 from scipy import stats
 
 from mlcbench.schema import CompileCost, Correctness, ProcessTiming, Timing
+from mlcbench.schema.results import CellEnergy, Estimate
 
 CONFIDENCE = 0.95
 # the test that lets a cell's cold processes join its warm series: pooled unless it rejects "same program" at 5 %
@@ -63,7 +64,7 @@ def combine(processes: Sequence[ProcessTiming], method: str, target: float) -> T
         method=method, processes=list(processes), cv_between=between, ci_low_ms=low, ci_high_ms=high,
         interval="t_log_process_medians" if low is not None else None,
         converged=high is not None and high / center - 1 <= target,
-        **_device_time(processes), **_step_time(processes),
+        **_device_time(processes), **_step_time(processes), energy=cell_energy(processes),
     )
 
 
@@ -84,6 +85,46 @@ def _step_time(processes: Sequence[ProcessTiming]) -> dict:
         return {}
     center, low, high = _center_and_interval(steps)
     return dict(step_median_ms=center, step_ci_low_ms=low, step_ci_high_ms=high)
+
+
+def _estimate(values: Sequence[float]) -> Optional[Estimate]:
+    if not values:
+        return None
+    center, low, high = _center_and_interval(values)
+    return Estimate(value=center, low=low, high=high)
+
+
+def _mean_estimate(values: Sequence[float]) -> Optional[Estimate]:
+    """The arithmetic mean with Student's t (a temperature: its zero is arbitrary, its logarithm meaningless)."""
+    if not values:
+        return None
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return Estimate(value=mean)
+    half = _t(len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return Estimate(value=mean, low=mean - half, high=mean + half)
+
+
+def energy_per_call(processes: Sequence[ProcessTiming]) -> list[float]:
+    """The joules per timed call of each process whose window gave a figure."""
+    return [process.energy.joules_per_call for process in processes  # type: ignore[misc]
+            if process.energy is not None and process.energy.joules_per_call]
+
+
+def cell_energy(processes: Sequence[ProcessTiming]) -> Optional[CellEnergy]:
+    """The cell's energy over `processes` (None where none measured it: stored before energy was)."""
+    windows = [process.energy for process in processes if process.energy is not None]
+    if not windows:
+        return None
+    figured = [window for window in windows if window.joules]
+    return CellEnergy(
+        processes=len(figured), joules_per_call=_estimate(energy_per_call(processes)),
+        power_w=_estimate([window.mean_power_w for window in figured if window.mean_power_w]),
+        temperature_start_c=_mean_estimate([w.temperature_start_c for w in windows if w.temperature_start_c is not None]),
+        temperature_end_c=_mean_estimate([w.temperature_end_c for w in windows if w.temperature_end_c is not None]),
+        sampled_ratio=_estimate([window.sampled_joules / window.joules for window in figured
+                                 if window.sampled_joules]),  # type: ignore[operator]
+        reason=None if figured else windows[0].reason)
 
 
 def _log_device_medians(processes: Sequence[ProcessTiming]) -> np.ndarray:
@@ -192,7 +233,11 @@ def speedup(baseline: Timing, candidate: Timing) -> Ratio:
     value = baseline.median_ms / candidate.median_ms
     if len(baseline.processes) < 2 or len(candidate.processes) < 2:
         return Ratio(value)
-    a, b = _log_medians(baseline.processes), _log_medians(candidate.processes)
+    return _welch(value, _log_medians(baseline.processes), _log_medians(candidate.processes))
+
+
+def _welch(value: float, a: np.ndarray, b: np.ndarray) -> Ratio:
+    """`value` (exp of a's mean log less b's) with Welch's t interval over the two sides' logarithms."""
     va, vb = float(np.var(a, ddof=1)) / a.size, float(np.var(b, ddof=1)) / b.size
     if va + vb == 0:
         return Ratio(value, value, value)
@@ -200,6 +245,19 @@ def speedup(baseline: Timing, candidate: Timing) -> Ratio:
     df = (va + vb) ** 2 / sum(terms)  # Welch-Satterthwaite
     half = _t(df) * math.sqrt(va + vb)
     return Ratio(value, value * math.exp(-half), value * math.exp(half))
+
+
+def energy_ratio(first: Timing, second: Timing) -> Optional[Ratio]:
+    """second's joules per call / first's, over the processes of each figure that measured it (None where a side
+    has none), with Welch's t interval where both have two processes or more."""
+    a, b = energy_per_call(first.processes), energy_per_call(second.processes)
+    if not a or not b:
+        return None
+    logs_a, logs_b = np.log(a), np.log(b)
+    value = float(np.exp(logs_b.mean() - logs_a.mean()))
+    if logs_a.size < 2 or logs_b.size < 2:
+        return Ratio(value)
+    return _welch(value, logs_b, logs_a)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ class Calibration(StrictModel):
     gemm_n: int = Field(description="n of the n x n x n matmuls")
     gemm_tflops: dict[str, float] = Field(default={}, description="precision -> 2 n^3 / median matmul time")
     clocks: list[Clocks] = []
+    energy_update_period_s: Optional[float] = Field(
+        None, description="the longest of the intervals between changes of NVML's energy counter (polled until it "
+                          "changed a few times): a process's energy figure needs a window 20 times as long")
+    energy_update_intervals_s: list[float] = []
+    energy_counter: Optional[str] = Field(None, description="why the period was not measured (no counter)")
     measured_at: Optional[datetime] = None
     error: Optional[str] = Field(None, description="why a figure is missing")
     # stamped by the host when it stores the calibration

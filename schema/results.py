@@ -22,6 +22,40 @@ DeviceMethod = Literal["cuda_graph_replay_queued", "cuda_graph_replay", "profile
 
 NOISY_CV = 0.05
 
+# the GPU's energy counter (NVML's total energy since the driver loaded), read at the edges of the timed calls' window
+EnergyMethod = Literal["nvml_energy_counter_timed_window"]
+ENERGY_METHOD: EnergyMethod = "nvml_energy_counter_timed_window"
+
+
+class EnergyWindow(StrictModel):
+    """The GPU's energy over one process's timed calls: NVML's energy counter read at the edges of the window they are
+    timed in (after the warm-up's sync, after the last call's), with the GPU's temperature at both edges. No figure
+    (joules None) where there is no counter, it went backwards, or the window is too short for its update period:
+    `reason` says which."""
+
+    method: EnergyMethod = ENERGY_METHOD
+    joules: Optional[float] = Field(None, description="the counter's rise over the window")
+    window_s: Optional[float] = Field(None, description="host seconds between the two readings")
+    calls: int = Field(ge=1, description="timed calls in the window")
+    update_period_s: Optional[float] = Field(
+        None, description="the counter's update period on this GPU (measured with the calibration) the window was "
+                          "judged by: a figure needs it to be at most 5 % of the window")
+    temperature_start_c: Optional[int] = None
+    temperature_end_c: Optional[int] = None
+    # the check of the counter (MLCBENCH_POWER_CHECK): nvmlDeviceGetPowerUsage sampled through the same window,
+    # integrated over time
+    sampled_joules: Optional[float] = None
+    power_samples: int = 0
+    reason: Optional[str] = Field(None, description="why there is no figure")
+
+    @property
+    def joules_per_call(self) -> Optional[float]:
+        return None if self.joules is None else self.joules / self.calls
+
+    @property
+    def mean_power_w(self) -> Optional[float]:
+        return None if self.joules is None or not self.window_s else self.joules / self.window_s
+
 
 class Correctness(StrictModel):
     """The workflow's output against eager PyTorch on the same inputs and weights."""
@@ -57,6 +91,31 @@ class Correctness(StrictModel):
     processes_failed: Optional[int] = None
 
 
+class Estimate(StrictModel):
+    """A figure over a cell's processes with its 95 % interval (none with one process)."""
+
+    value: float
+    low: Optional[float] = None
+    high: Optional[float] = None
+
+
+class CellEnergy(StrictModel):
+    """A cell's energy over the processes of its figure whose window gave one (EnergyWindow): geometric means of the
+    process figures with Student's t over their logarithms, as the time's; the temperatures (over every process that
+    read them) as arithmetic means with Student's t."""
+
+    method: EnergyMethod = ENERGY_METHOD
+    processes: int = Field(0, description="processes whose window gave a figure")
+    joules_per_call: Optional[Estimate] = None
+    power_w: Optional[Estimate] = Field(None, description="the counter's joules / the window's seconds")
+    temperature_start_c: Optional[Estimate] = None
+    temperature_end_c: Optional[Estimate] = None
+    sampled_ratio: Optional[Estimate] = Field(
+        None, description="nvmlDeviceGetPowerUsage sampled over the same window, integrated, / the counter's joules "
+                          "(MLCBENCH_POWER_CHECK)")
+    reason: Optional[str] = Field(None, description="why no process gave a figure (the first process's reason)")
+
+
 class ProcessTiming(StrictModel):
     """The timed calls of a cell in one worker process, in milliseconds, in call order."""
 
@@ -80,6 +139,7 @@ class ProcessTiming(StrictModel):
     step_ms: Optional[float] = None
     # NVML readings taken while the timed calls ran (not before or after them): "throttled" is read from these
     clocks: list["Clocks"] = []
+    energy: Optional[EnergyWindow] = None
     # what the process cost before its first timed call, compile excluded: from the host's launch (or the end of the
     # worker's previous job) through interpreter, imports, CUDA, the model's build and eager's reference
     startup_s: Optional[float] = None
@@ -126,6 +186,8 @@ class Timing(StrictModel):
     step_median_ms: Optional[float] = None
     step_ci_low_ms: Optional[float] = None
     step_ci_high_ms: Optional[float] = None
+    # the GPU's energy over the same processes' timed calls
+    energy: Optional[CellEnergy] = None
 
     @property
     def noisy(self) -> bool:

@@ -24,6 +24,6 @@ def run(argv: Optional[list[str]] = None) -> int:
     exit_with_parent()
     faulthandler.enable()  # a segfault in a compiler or runtime leaves its Python stack in the log tail
     if args.calibration is not None and jobs:
-        write_calibration(args.calibration, jobs[0].device)
+        write_calibration(args.calibration, jobs[0].device, args.cache_dir)
     run_jobs(jobs, args.results, args.cache_dir, args.progress)
     return 0

@@ -40,10 +40,10 @@ def _launched_at() -> datetime:
         return datetime.fromtimestamp(time.time() - time.process_time(), timezone.utc)
 
 
-def write_calibration(path: Path, device: str) -> None:
+def write_calibration(path: Path, device: str, cache_dir: Path) -> None:
     from mlcbench.workers.measurement.calibration import calibrate
 
-    append_model(path, calibrate(device))
+    append_model(path, calibrate(device, cache_dir))
 
 
 @dataclass

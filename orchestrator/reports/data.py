@@ -9,6 +9,7 @@ from typing import Iterable, Literal, Optional, Sequence
 from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.fractions import of_decode_bound, of_peak, peak_tflops
 from mlcbench.schema import GPUS, REFERENCE, WORKFLOWS, Calibration, JobSpec, ProcessTiming, Result, Timing
+from mlcbench.schema.results import CellEnergy, Estimate
 
 Kind = Literal["llm", "synthetic"]
 # Packages named in provenance lines and tables; the full set stays in the provenance table.
@@ -152,6 +153,45 @@ def throttled_during(result: Result) -> bool:
                                        for reading in process.clocks if reading.at == "during")
 
 
+def energy_of(result: Result) -> Optional[CellEnergy]:
+    """The cell's energy over the processes of its figure (a result stored as one worker reported it: that
+    process's); None where none measured it."""
+    latency = result.metrics.latency
+    if result.status != "ok" or latency is None:
+        return None
+    return latency.energy or stats.cell_energy(latency.processes)
+
+
+def _scaled_estimate(estimate: Estimate, factor: float) -> Estimate:
+    return Estimate(value=estimate.value * factor, low=None if estimate.low is None else estimate.low * factor,
+                    high=None if estimate.high is None else estimate.high * factor)
+
+
+def tokens_per_call(job: JobSpec) -> int:
+    """The tokens one timed LLM call generates (what tokens/s counts)."""
+    return job.batch_size * job.output_len
+
+
+def joules_per_unit(result: Result) -> Optional[tuple[Estimate, str]]:
+    """Joules per generated token (LLMs, "J/token") or per call (synthetic, "J/call"), with the interval."""
+    energy = energy_of(result)
+    if energy is None or energy.joules_per_call is None:
+        return None
+    if kind_of(result.job) == "llm":
+        return _scaled_estimate(energy.joules_per_call, 1 / tokens_per_call(result.job)), "J/token"
+    return energy.joules_per_call, "J/call"
+
+
+def tokens_per_joule(result: Result) -> Optional[Estimate]:
+    """An LLM cell's generated tokens per joule, with the interval (the inverse of J/token's)."""
+    figure = joules_per_unit(result)
+    if figure is None or figure[1] != "J/token":
+        return None
+    per_token = figure[0]
+    return Estimate(value=1 / per_token.value, low=None if per_token.high is None else 1 / per_token.high,
+                    high=None if per_token.low is None else 1 / per_token.low)
+
+
 def device_timing(latency: Timing) -> Optional[Timing]:
     """The GPU time of one call as a Timing of its own (figure, interval, process medians), for the statistics that
     compare two cells; None where the cell has none."""
@@ -236,6 +276,9 @@ class Speedup:
     whole_call: Optional[stats.Ratio] = None
     # eager's GPU and this result's, where no eager run on this result's own GPU was there to pair it with
     across_gpus: Optional[str] = None
+    # eager's joules per call / this result's (> 1: this result's calls take less energy, more tokens per joule), with
+    # its interval; None where either side has no energy figure
+    energy: Optional[stats.Ratio] = None
 
     @property
     def value(self) -> float:
@@ -356,6 +399,11 @@ class PerfRow(CellKey):
                             interval, len(latency.other_series))  # type: ignore[arg-type]
 
     @property
+    def energy(self) -> Optional[tuple[Estimate, str]]:
+        """Joules per generated token (LLM) or per call (synthetic), with the interval (joules_per_unit)."""
+        return joules_per_unit(self.result) if self.value is not None else None
+
+    @property
     def decided_on(self) -> FigureName:
         latency = self.result.metrics.latency
         return "whole call" if latency is None else deciding_timing(latency)[1]
@@ -463,7 +511,8 @@ def _speedup(result: Result, baselines: list[Result]) -> Optional[Speedup]:
     whole_call = stats.speedup(baseline.metrics.latency, latency) if figure == "device time" else None  # type: ignore
     return Speedup(ratio, baseline_sweep=other, figure=figure, baseline_no_verdict=no_verdict(baseline),
                    candidate_no_verdict=no_verdict(result), whole_call=whole_call,
-                   across_gpus=across_gpus(baseline, result))
+                   across_gpus=across_gpus(baseline, result),
+                   energy=stats.energy_ratio(latency, baseline.metrics.latency))  # type: ignore[arg-type]
 
 
 def calibration_for(result: Result, calibrations: Sequence[Calibration]) -> Optional[Calibration]:

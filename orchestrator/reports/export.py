@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, Optional
 
-from mlcbench.orchestrator.reports.data import (env_of, gpu_of, hand_written, kind_of, no_verdict, processes_of,
-                                                spec_fraction, throttled_during)
+from mlcbench.orchestrator.reports.data import (energy_of, env_of, gpu_of, hand_written, joules_per_unit, kind_of,
+                                                no_verdict, processes_of, spec_fraction, throttled_during)
 from mlcbench.schema import Result
 
 Format = Literal["csv", "json", "parquet"]
@@ -52,6 +52,23 @@ class FlatRow:
     device_ci_low_ms: Optional[float]
     device_ci_high_ms: Optional[float]
     device_method: Optional[str]
+    # the GPU's energy over the timed calls (NVML's counter at the window's edges), over the figure's processes that
+    # gave one, each with its 95 % interval; energy_reason: why none did
+    energy_method: Optional[str]
+    energy_processes: Optional[int]
+    joules_per_call: Optional[float]
+    joules_per_call_ci_low: Optional[float]
+    joules_per_call_ci_high: Optional[float]
+    joules_per_token: Optional[float]  # LLM: per generated token (batch x output_len a call)
+    joules_per_token_ci_low: Optional[float]
+    joules_per_token_ci_high: Optional[float]
+    power_w: Optional[float]
+    power_ci_low_w: Optional[float]
+    power_ci_high_w: Optional[float]
+    temperature_start_c: Optional[float]  # mean over processes, at the window's first edge
+    temperature_end_c: Optional[float]
+    power_check_ratio: Optional[float]  # nvmlDeviceGetPowerUsage x time over the same window / the counter's joules
+    energy_reason: Optional[str]
     no_verdict: Optional[str]  # why the figure cannot carry a verdict (n=1, check failed, ...); empty: it can
     converged: Optional[bool]
     throttled: bool  # NVML reported a slowdown while the timed calls ran
@@ -87,6 +104,25 @@ class FlatRow:
 COLUMNS = tuple(field.name for field in fields(FlatRow))
 
 
+def _energy_columns(result: Result) -> dict[str, object]:
+    energy, per_unit = energy_of(result), joules_per_unit(result)
+    per_call, power = (energy.joules_per_call, energy.power_w) if energy else (None, None)
+    per_token = per_unit[0] if per_unit is not None and per_unit[1] == "J/token" else None
+    start, end, check = ((energy.temperature_start_c, energy.temperature_end_c, energy.sampled_ratio) if energy
+                         else (None, None, None))
+    return dict(
+        energy_method=energy.method if energy else None, energy_processes=energy.processes if energy else None,
+        joules_per_call=per_call.value if per_call else None, joules_per_call_ci_low=per_call.low if per_call else None,
+        joules_per_call_ci_high=per_call.high if per_call else None,
+        joules_per_token=per_token.value if per_token else None,
+        joules_per_token_ci_low=per_token.low if per_token else None,
+        joules_per_token_ci_high=per_token.high if per_token else None,
+        power_w=power.value if power else None, power_ci_low_w=power.low if power else None,
+        power_ci_high_w=power.high if power else None, temperature_start_c=start.value if start else None,
+        temperature_end_c=end.value if end else None, power_check_ratio=check.value if check else None,
+        energy_reason=energy.reason if energy else None)
+
+
 def flat_row(result: Result) -> FlatRow:
     job, metrics, check, provenance = result.job, result.metrics, result.correctness, result.provenance
     latency, gpu = metrics.latency, provenance.gpu
@@ -109,7 +145,8 @@ def flat_row(result: Result) -> FlatRow:
         device_median_ms=latency.device_median_ms if latency else None,
         device_ci_low_ms=latency.device_ci_low_ms if latency else None,
         device_ci_high_ms=latency.device_ci_high_ms if latency else None,
-        device_method=latency.device_method if latency else None, no_verdict=no_verdict(result),
+        device_method=latency.device_method if latency else None, **_energy_columns(result),
+        no_verdict=no_verdict(result),
         converged=latency.converged if latency else None, throttled=throttled_during(result),
         cell_settings=job.cell_settings, sweep_id=provenance.sweep_id, compile_s=metrics.compile_s,
         compile_cold_s=cold.median_s if cold else None, compile_cold_n=cold.n if cold else None,

@@ -100,6 +100,36 @@ def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path
     return Figure(kind, title, filename)
 
 
+def _energy_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path) -> Figure:
+    """Each cell's energy (J/token or J/call) against its speed, both with their 95 % intervals, one marker series per
+    workflow, each point labelled with its batch size: down and right is better on both."""
+    kind = rows[0].kind
+    figure, axes = plt.subplots(figsize=(6.4, 4.2))
+    for label, points in _series([row for row in rows if row.energy is not None]).items():
+        energies = [point.energy[0] for point in points]  # type: ignore[index]
+        speeds = [point.value for point in points]
+        markers = axes.errorbar(
+            speeds, [energy.value for energy in energies], fmt="o", capsize=3, label=label,
+            xerr=[[speed - (point.interval[0] if point.interval else speed) for speed, point in zip(speeds, points)],
+                  [(point.interval[1] if point.interval else speed) - speed for speed, point in zip(speeds, points)]],
+            yerr=[[energy.value - (energy.low if energy.low is not None else energy.value) for energy in energies],
+                  [(energy.high if energy.high is not None else energy.value) - energy.value for energy in energies]])
+        for point, speed, energy in zip(points, speeds, energies):
+            axes.annotate(f"b{point.batch}", (speed, energy.value), textcoords="offset points", xytext=(4, 4),
+                          fontsize=7, color=markers[0].get_color())
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("tokens/s" if kind == "llm" else "TFLOPS")
+    axes.set_ylabel("J per generated token" if kind == "llm" else "J per call")
+    axes.grid(True, which="major", alpha=0.3)
+    title = f"{model} on {gpu}: energy against speed"
+    axes.set_title(title)
+    axes.legend(fontsize=8)
+    filename = f"{kind}-energy-{_slug(model)}-{_slug(gpu)}.png"
+    _save(figure, out_dir, filename)
+    return Figure(kind, title, filename)
+
+
 def _comparison_figure(comparison: Comparison, out_dir: Path) -> Figure:
     rows = [row for row in comparison.rows if row.ratio is not None]
     labels = [f"{row.model} {row.workflow} b{row.batch} [{row.fixed}]"
@@ -153,13 +183,16 @@ def _generation_figure(rows: list[GenerationRow], comparison: Comparison, out_di
 
 
 def write_figures(report: Report, out_dir: Path) -> list[Figure]:
-    """Throughput (LLM) and TFLOPS (synthetic) vs batch per model and GPU, one bar chart per comparison, and for two
-    GPUs each workflow's gain against the bandwidth and peak ratios."""
+    """Throughput (LLM) and TFLOPS (synthetic) vs batch per model and GPU, energy against speed per model and GPU
+    where cells measured it, one bar chart per comparison, and for two GPUs each workflow's gain against the bandwidth
+    and peak ratios."""
     groups: dict[tuple[str, str, str], list[PerfRow]] = defaultdict(list)
     for row in report.perf:
         groups[(row.kind, row.model, row.gpu)].append(row)
     figures = [_performance_figure(rows, model, gpu, out_dir)
                for (_, model, gpu), rows in sorted(groups.items()) if any(row.value is not None for row in rows)]
+    figures += [_energy_figure(rows, model, gpu, out_dir)
+                for (_, model, gpu), rows in sorted(groups.items()) if any(row.energy is not None for row in rows)]
     figures += [_comparison_figure(comparison, out_dir) for comparison in report.comparisons]
     for comparison in report.comparisons:
         rows = generation_rows(comparison)

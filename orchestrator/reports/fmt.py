@@ -42,6 +42,16 @@ def interval(value: Optional[float], bounds: Optional[tuple[float, float]], digi
     return text if bounds is None else f"{text} [{number(bounds[0], digits)}–{number(bounds[1], digits)}]"
 
 
+def estimate(figure: Optional["Estimate"], unit: str = "") -> str:
+    """'0.372 [0.365–0.380] J/token': a figure over processes to three significant digits, with its interval."""
+    if figure is None:
+        return "—"
+    text = f"{figure.value:.3g}"
+    if figure.low is not None and figure.high is not None:
+        text += f" [{figure.low:.3g}–{figure.high:.3g}]"
+    return f"{text} {unit}" if unit else text
+
+
 def evidence(row: "PerfRow") -> str:
     """Which processes the figure combines and, where it cannot carry a verdict, why: 'warm', 'n=1', 'n=2, no
     verdict', 'check FAILED: no speedup, no verdict'."""
@@ -109,3 +119,4 @@ def bounds(row: "PerfRow") -> str:
 
 if TYPE_CHECKING:
     from mlcbench.orchestrator.reports.data import PerfRow
+    from mlcbench.schema.results import Estimate

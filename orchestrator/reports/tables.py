@@ -9,8 +9,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from mlcbench.orchestrator.reports.data import deciding_timing, wide
-from mlcbench.orchestrator.reports.fmt import printable
+from mlcbench.orchestrator.reports.data import deciding_timing, joules_per_unit, wide
+from mlcbench.orchestrator.reports.fmt import estimate, printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
 
@@ -31,6 +31,12 @@ def _throughput(result: Result) -> str:
     metrics = result.metrics
     return (f"{_num(metrics.tokens_per_s, 1)} tok/s" if metrics.tokens_per_s is not None
             else f"{_num(metrics.tflops, 3)} TF" if metrics.tflops is not None else "")
+
+
+def _energy(result: Result) -> str:
+    """Joules per generated token (LLMs) or per call, with the interval ("" where the cell has no figure)."""
+    figure = joules_per_unit(result)
+    return "" if figure is None else estimate(*figure)
 
 
 def _where(result: Result) -> str:
@@ -65,10 +71,11 @@ def _stored(text: str) -> Text:
 
 def wide_table(results: list[Result], title: str) -> Table:
     table = Table(title=_stored(title), show_lines=False)
+    energy = any(_energy(result) for result in results)  # a column only where a cell has a figure (not on a CPU)
     for name, justify in [("gpu", "left"), ("env", "left"), ("model", "left"), ("workflow", "left"),
                           ("prec", "left"), ("batch", "right"), ("status", "left"), ("median ms", "right"),
-                          ("TFLOPS / tok/s", "right"), ("compile s", "right"), ("correct", "left"),
-                          ("reason", "left")]:
+                          ("TFLOPS / tok/s", "right"), *([("energy", "right")] if energy else []),
+                          ("compile s", "right"), ("correct", "left"), ("reason", "left")]:
         table.add_column(name, justify=justify, overflow="fold")
     for result in results:
         metrics, job = result.metrics, result.job
@@ -77,7 +84,7 @@ def wide_table(results: list[Result], title: str) -> Table:
         table.add_row(
             _stored(result.provenance.gpu_tag or ""), _stored(result.provenance.env or ""), _stored(_model(job)),
             _stored(job.workflow_label()), job.precision, str(job.batch_size), f"[{style}]{result.status}[/]",
-            _median(metrics.latency), _throughput(result),
+            _median(metrics.latency), _throughput(result), *([_energy(result)] if energy else []),
             _num(metrics.compile_s), correct, _stored((result.reason or "")[:80]),
         )
     return table
@@ -104,6 +111,8 @@ def compact_table(results: list[Result], title: str) -> Table:
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")
         figure = _throughput(result) or (f"{_num(metrics.latency.median_ms, 3)} ms" if metrics.latency else "")
+        if _energy(result):
+            figure += f"\n{_energy(result)}"
         cells = [label, status, figure, _num(metrics.compile_s)]
         table.add_row(*([_stored(_where(result))] if len(places) > 1 else []), *cells)
     return table

@@ -16,6 +16,9 @@ def test_a_synthetic_cell_on_the_cpu_has_no_device_time_and_no_clocks(tmp_path):
     (process,) = result.metrics.latency.processes
     assert process.device_samples_ms == [] and process.device_method is None  # no GPU: nothing to time apart
     assert process.clocks == []
+    # no counter on a CPU: no energy figure, the reason and the method stored
+    assert process.energy.joules is None and process.energy.reason == "a CPU run: no GPU energy counter"
+    assert process.energy.method == "nvml_energy_counter_timed_window" and process.energy.calls == 3
     assert process.correctness == result.correctness and result.correctness.method == "outputs"
     assert "cuda_graph_capture" not in result.metrics.settings
 
@@ -119,11 +122,11 @@ def test_clocks_during_the_calls_come_from_one_nvml_handle_per_process(monkeypat
         nvmlDeviceGetTemperature=lambda handle, sensor: 61,
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    clocks._handle.cache_clear()
+    clocks.nvml_handle.cache_clear()
     try:
         readings = [clocks.read_clocks("GPU-0", "during") for _ in range(3)]
     finally:
-        clocks._handle.cache_clear()
+        clocks.nvml_handle.cache_clear()
     assert calls["init"] == 1
     assert readings[0] == Clocks(at="during", sm_mhz=1755, mem_mhz=2619, power_limit_w=700.0, temperature_c=61,
                                  reasons=["sw_thermal"])

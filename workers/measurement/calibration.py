@@ -3,9 +3,11 @@ bandwidth (bytes read + bytes written), and an n x n x n matmul per precision fo
 
 import traceback
 from datetime import datetime, timezone
+from pathlib import Path
 
 from mlcbench.schema import Calibration
 from mlcbench.workers.measurement.clocks import read_clocks
+from mlcbench.workers.measurement.energy import measure_update_period, remember_update_period
 from mlcbench.workers.measurement.probes import gpu_info
 from mlcbench.workers.measurement.timing import time_calls
 
@@ -16,7 +18,9 @@ PRECISIONS = {"cuda": ("bf16", "fp16", "fp32"), "cpu": ("fp32",)}
 WARMUP, REPEATS = 3, 10
 
 
-def calibrate(device: str) -> Calibration:
+def calibrate(device: str, cache_dir: Path) -> Calibration:
+    """`cache_dir`: the worker's cache folder, where the energy counter's update period is kept for the processes
+    after this one (measurement/energy.py)."""
     import torch
 
     cuda = device == "cuda"
@@ -25,6 +29,13 @@ def calibrate(device: str) -> Calibration:
     clocks = [read_clocks(gpu.uuid, "start")] if gpu and gpu.uuid else []
     calibration = Calibration(device=device, gpu=gpu, copy_bytes=copy_bytes, gemm_n=n,
                               measured_at=datetime.now(timezone.utc))
+    if gpu and gpu.uuid:  # measured on the idle GPU, before the copies and matmuls heat it
+        intervals, no_counter = measure_update_period(gpu.uuid)
+        if intervals:
+            remember_update_period(cache_dir, gpu.uuid, max(intervals))
+        calibration = calibration.model_copy(update={
+            "energy_update_period_s": max(intervals) if intervals else None,
+            "energy_update_intervals_s": intervals, "energy_counter": no_counter})
     try:
         copy = _copy_timing(copy_bytes, device)
         tflops = {}

@@ -21,7 +21,7 @@ _REASONS = {
 
 
 @functools.cache  # NVML is initialised once per process; a failure raises and is not cached
-def _handle(device_uuid: str):
+def nvml_handle(device_uuid: str):
     import pynvml
 
     pynvml.nvmlInit()
@@ -32,7 +32,7 @@ def read_clocks(device_uuid: str, at: Literal["start", "end", "during"]) -> Opti
     try:
         import pynvml
 
-        handle = _handle(device_uuid)
+        handle = nvml_handle(device_uuid)
         mask = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
         return Clocks(
             at=at,

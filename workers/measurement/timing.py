@@ -4,7 +4,7 @@ import statistics
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Protocol, Sequence
 
 from mlcbench.schema import Clocks, ProcessTiming, Timing
 
@@ -38,18 +38,29 @@ def _percentile(ordered: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+class WindowEdge(Protocol):
+    """Read at the edges of the timed calls' window: start() just before the first timed call (the warm-up has
+    finished), stop() just after the last has (its end event, or its sync)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 CLOCK_READINGS = 10  # NVML readings per process's timed calls, spread evenly over them
 
 
 def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
                sync: Optional[Callable[[object], None]] = None,
-               read_clocks: Optional[Callable[[], Optional[Clocks]]] = None) -> Timing:
+               read_clocks: Optional[Callable[[], Optional[Clocks]]] = None,
+               edges: Sequence[WindowEdge] = ()) -> Timing:
     """Median and spread of `repeats` calls of fn after `warmup` calls.
 
     On CUDA each call sits between two events on the current stream; `sync` blocks on results that live outside
     torch's stream (XLA, ONNX Runtime) before the end event is read. `read_clocks` is called during some of the timed
     calls: after the end event is queued and before waiting for it (a call that does not block is still running on
-    the GPU then, and the events' interval is already fixed, so the reading costs the figure nothing).
+    the GPU then, and the events' interval is already fixed, so the reading costs the figure nothing). `edges` are
+    read just before the first timed call and just after the last.
     """
     for _ in range(warmup):
         _finish(fn(), cuda, sync)
@@ -60,6 +71,8 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
         readings = min(CLOCK_READINGS, repeats)
         read_at = {round(i * (repeats - 1) / max(readings - 1, 1)) for i in range(readings)}
         clocks: list[Clocks] = []
+        for edge in edges:
+            edge.start()
         for call in range(repeats):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -73,11 +86,17 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
                     clocks.append(reading)
             end.synchronize()
             samples.append(start.elapsed_time(end))
+        for edge in edges:
+            edge.stop()
         return for_this_process(summarize(samples, "cuda_events"), clocks=clocks)
+    for edge in edges:
+        edge.start()
     for _ in range(repeats):
         begin = time.perf_counter()
         _finish(fn(), cuda, sync)
         samples.append((time.perf_counter() - begin) * 1e3)
+    for edge in edges:
+        edge.stop()
     return summarize(samples, "perf_counter")
 
 

@@ -20,6 +20,14 @@ class CeilingRow:
     spec_gbs: Optional[float]
     gemm: tuple[tuple[str, float, Optional[float]], ...]  # (precision, measured TFLOPS, spec TFLOPS)
     error: Optional[str]
+    # NVML's energy counter: its update period, or why it was not measured (None: a calibration stored before it was)
+    energy_counter: Optional[str] = None
+
+
+def _energy_counter(calibration: Calibration) -> Optional[str]:
+    if calibration.energy_update_period_s is not None:
+        return f"updates every {1e3 * calibration.energy_update_period_s:.0f} ms"
+    return calibration.energy_counter
 
 
 def ceiling_rows(calibrations: Iterable[Calibration]) -> list[CeilingRow]:
@@ -32,7 +40,7 @@ def ceiling_rows(calibrations: Iterable[Calibration]) -> list[CeilingRow]:
             peaks.bandwidth_gbs if peaks else None,
             tuple((precision, tflops, peaks.peak_tflops(precision) if peaks else None)
                   for precision, tflops in sorted(calibration.gemm_tflops.items())),
-            calibration.error.strip().splitlines()[-1] if calibration.error else None))
+            calibration.error.strip().splitlines()[-1] if calibration.error else None, _energy_counter(calibration)))
     return sorted(rows, key=lambda r: (r.gpu, r.sweep))
 
 
@@ -48,5 +56,6 @@ def ceilings_section(calibrations: Iterable[Calibration]) -> Optional[Section]:
     return table_section(
         "The GPU's ceilings", "measured once per GPU per sweep (spec from the catalog)",
         (Column("gpu"), Column("env"), Column("sweep"), Column("device-to-device copy (read + written)"),
-         Column("matmul")), tuple(text_cells(row.gpu, row.env, row.sweep, *_measured(row))
-                                  for row in ceiling_rows(calibrations)))
+         Column("matmul"), Column("energy counter")),
+        tuple(text_cells(row.gpu, row.env, row.sweep, *_measured(row), row.energy_counter or "—")
+              for row in ceiling_rows(calibrations)))

@@ -38,6 +38,9 @@ class CompareRow:
     # the two sides measured on two physical GPUs where the comparison is not of GPUs (two envs, two stores)
     across_gpus: Optional[str] = None
     options: str = ""  # the options the cell set away from their defaults (JobSpec.workflow_label), in words
+    # second's joules per call / first's with its 95 % interval (the GPU's energy counter over the timed calls); None
+    # where a side has no energy figure
+    energy_change: Optional[stats.Ratio] = None
 
     @property
     def workflow_label(self) -> str:
@@ -162,6 +165,12 @@ class Comparison:
                 f"{spread.verdict}.")
 
 
+def _energy_change(a: Optional[PerfRow], b: Optional[PerfRow]) -> Optional[stats.Ratio]:
+    if a is None or b is None or a.value is None or b.value is None or a.check_failed or b.check_failed:
+        return None
+    return stats.energy_ratio(a.result.metrics.latency, b.result.metrics.latency)  # type: ignore[arg-type]
+
+
 def _change(a: Optional[PerfRow], b: Optional[PerfRow]) -> tuple[Optional[stats.Ratio], FigureName]:
     """b's figure over a's, from the times (a figure is inversely proportional to its time), on the figure that
     discriminates (time_ratio)."""
@@ -218,7 +227,8 @@ def _comparison(axis: Axis, first: str, second: str, sides: Sides) -> Comparison
                                    a.no_verdict if a and a.value is not None else None,
                                    b.no_verdict if b and b.value is not None else None,
                                    across_gpus(a.result, b.result) if a and b and axis != "gpu" else None,
-                                   (a or b).result.job.options.non_default()))  # type: ignore[union-attr]
+                                   (a or b).result.job.options.non_default(),  # type: ignore[union-attr]
+                                   _energy_change(a, b)))
     compared.sort(key=lambda r: (r.model, r.fixed, workflow_order(r.workflow), r.precision, r.batch))
     return Comparison(axis, first, second, tuple(compared),
                       (SideHosts(first, frozenset(hosts[first])), SideHosts(second, frozenset(hosts[second]))))
@@ -243,12 +253,17 @@ def _figure(value: Optional[float], status: Optional[str]) -> str:
 
 
 def comparison_table(comparison: Comparison) -> Table:
+    energy = any(row.energy_change is not None for row in comparison.rows)  # a column only where a row has one
     columns = (Column("model"), Column("workflow"), Column("batch", numeric=True), Column(FIXED[comparison.axis]),
                Column("unit"), Column(comparison.first, numeric=True), Column(comparison.second, numeric=True),
-               Column("ratio [95 % interval]", numeric=True), Column("flags"))
+               Column("ratio [95 % interval]", numeric=True),
+               *([Column("energy ratio [95 % interval]", numeric=True)] if energy else []), Column("flags"))
     rows = tuple((*text_cells(row.model, row.workflow_label, str(row.batch), row.fixed, row.unit,
                               _figure(row.first, row.first_status), _figure(row.second, row.second_status),
                               row.label()),
+                  *(text_cells(ratio_label(row.energy_change) if row.energy_change else "—") if energy else ()),
                   Cell(", ".join(row.flags), tone="flagged" if row.flags else None)) for row in comparison.rows)
-    return Table(comparison.title, "each side's figure and their ratio, second / first; ≈: the interval holds 1.0",
-                 columns, rows)
+    caption = "each side's figure and their ratio, second / first; ≈: the interval holds 1.0"
+    if energy:
+        caption += "; energy ratio: second's joules per call / first's (below 1: the second takes less energy)"
+    return Table(comparison.title, caption, columns, rows)

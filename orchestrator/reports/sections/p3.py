@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Iterable, Optional
 
+from mlcbench.orchestrator import stats
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import (DEVICE_TIME_BELOW_MS, VERDICT_PROCESSES, PerfRow, hand_written,
                                                 workflow_order)
@@ -47,6 +48,10 @@ RUBRIC: tuple[tuple[str, str], ...] = (
                              "score 1 + round(4g). With one GPU in the store it only says whether it ran there."),
     ("Correctness", "not scored: checks against eager that failed are counted next to the scores, and listed in "
                     "the correctness section."),
+    ("Tokens per joule", "not scored: the median over the same pairs as performance of eager's joules per call / the "
+                         "workflow's (the GPU's energy counter over the timed calls; more tokens per joule above 1.0), "
+                         "counted 1.0 where the interval holds 1.0; pairs where either side has no energy figure are "
+                         "left out."),
 )
 
 
@@ -78,6 +83,9 @@ class P3Row:
     architecture: int
     checks_failed: int
     checks: int
+    # eager's joules per call / the workflow's, median over the judged pairs that have both (RUBRIC, "Tokens per joule")
+    median_energy_gain: Optional[float] = None
+    energy_pairs: int = 0
 
 
 def _step_score(value: float, steps: tuple[tuple[float, int], ...], higher_is_better: bool) -> int:
@@ -115,6 +123,8 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
         judged = [row for row in worked if (row.speedup is not None and row.speedup.verdict)
                   or (row.workflow == REFERENCE and row.no_verdict is None)]
         speedups = [row.speedup.claimed if row.speedup else 1.0 for row in judged]
+        energy_gains = [_claimed(row.speedup.energy) if row.speedup else 1.0 for row in judged
+                        if (row.speedup.energy if row.speedup else row.energy) is not None]
         across = sum(1 for row in judged if row.speedup is not None and row.speedup.across_gpus)
         unjudged = sum(1 for row in worked if row.speedup is not None and not row.speedup.verdict)
         compile_times = [row.result.metrics.compile_s for row in worked if row.result.metrics.compile_s is not None]
@@ -142,8 +152,14 @@ def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
             input_flexibility=min(5, _fraction_score(len(batches_ran), len(batches_tried), 3) + dynamic),
             gpus_ran=gpus_ran, gpus_in_report=tuple(gpu for gpu in gpus_in_report if gpu in gpus_that_ran),
             architecture=_fraction_score(len(gpus_ran), len(gpus_that_ran), 4),
-            checks_failed=sum(1 for passed in checks if not passed), checks=len(checks)))
+            checks_failed=sum(1 for passed in checks if not passed), checks=len(checks),
+            median_energy_gain=median(energy_gains) if energy_gains else None, energy_pairs=len(energy_gains)))
     return scored
+
+
+def _claimed(ratio: stats.Ratio) -> float:
+    """What a summary may count of a ratio: 1.0 where its interval holds 1.0."""
+    return 1.0 if ratio.significant is False else ratio.value
 
 
 def _speedups(row: P3Row) -> str:
@@ -162,7 +178,8 @@ def _cells(row: P3Row) -> tuple[Cell, ...]:
         f"{row.input_flexibility} ({row.batches_ran}/{row.batches_tried} batches"
         + (", dynamic shapes" if row.dynamic_shapes else "") + ")",
         f"{row.architecture} ({', '.join(row.gpus_ran) or 'none'} of {', '.join(row.gpus_in_report)})"),
-        Cell(f"{row.checks_failed} of {row.checks}", tone="fail" if row.checks_failed else None))
+        Cell(f"{row.checks_failed} of {row.checks}", tone="fail" if row.checks_failed else None),
+        *text_cells(f"{fmt.ratio(row.median_energy_gain)}, n={row.energy_pairs}" if row.energy_pairs else "—"))
 
 
 def p3_section(rows: Iterable[P3Row]) -> Optional[Section]:
@@ -172,7 +189,8 @@ def p3_section(rows: Iterable[P3Row]) -> Optional[Section]:
     return Section("P3 summary", (Table(
         "", "scores 1 (worst) to 5 (best), from the data in this report",
         (Column("workflow"), Column("performance"), Column("productivity"), Column("portability"),
-         Column("input flexibility"), Column("architecture support"), Column("failed checks")),
+         Column("input flexibility"), Column("architecture support"), Column("failed checks"),
+         Column("tokens/J vs eager")),
         tuple(_cells(row) for row in rows)), Bullets("Rubric", tuple(f"{name}: {text}" for name, text in RUBRIC) + (_NOT_SCORED,))))
 
 

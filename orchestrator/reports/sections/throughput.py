@@ -107,6 +107,8 @@ def _cell(row: Optional[PerfRow]) -> Cell:
     text, bounds = fmt.perf(row), fmt.bounds(row)
     if bounds:
         text += f", {bounds}" if row.step_time_missing else f", {bounds} bound"
+    if row.energy is not None:
+        text += f"; {fmt.estimate(*row.energy)}"
     return Cell(text, tone="fail" if row.check_failed else "flagged" if row.flags() else None,
                 tooltip=provenance_line(row.result))
 
@@ -114,8 +116,11 @@ def _cell(row: Optional[PerfRow]) -> Cell:
 def throughput_table(table: ThroughputTable) -> Table:
     bound = "the decode bandwidth bound at the timed calls' step time" if table.kind == "llm" else "peak"
     with_bounds = any(fmt.bounds(row) for line in table.lines for row in line.cells.values())
+    with_energy = any(row.energy for line in table.lines for row in line.cells.values())
     caption = ("value [95 % interval], the processes it combines, speedup over eager"
                + (f", % of {bound} (spec / measured)" if with_bounds else "")
+               + ("; energy " + ("per generated token" if table.kind == "llm" else "per call") + " [95 % interval]"
+                  if with_energy else "")
                + "; ≈ = not significant; ✗ = correctness check failed; ⚠ flags a figure not to trust")
     return Table(table.title, caption, (Column("workflow"), *(Column(f"batch {b}", numeric=True) for b in table.batches)),
                  tuple((Cell(line.workflow), *(_cell(line.cells.get(b)) for b in table.batches))
@@ -132,7 +137,9 @@ LEGEND = ("[a–b]: the 95 % interval (Student's t over the worker processes' me
           "workflow compiled no graph, so it ran eager code. x % / y % of bound: of the catalog's spec, then of what "
           "the sweep measured on the GPU (synthetic: peak TFLOPS and a large matmul; LLM: the bytes a decode step "
           "reads, weights + KV cache, per decode step of the timed calls, against the spec bandwidth and a "
-          "device-to-device copy; no step time: stored before it was recorded). " + RULES)
+          "device-to-device copy; no step time: stored before it was recorded). J/token (LLM) / J/call: the GPU's "
+          "energy over the timed calls, from NVML's energy counter read at the edges of each process's timed window "
+          "(given where the window spans at least 20 of the counter's updates), over the figure's processes. " + RULES)
 
 
 def throughput_sections(tables: Iterable[ThroughputTable]) -> list[Section]:
