@@ -22,7 +22,7 @@ from pydantic import Field
 from mlcbench.orchestrator.envs import env_names, load_env
 from mlcbench.orchestrator.reports.export import FlatRow, flat_row
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import WORKFLOWS, Result, WorkflowOptions
+from mlcbench.schema import WORKFLOWS, Result
 from mlcbench.schema.base import StrictModel
 
 MANIFEST = "manifest.toml"
@@ -48,7 +48,8 @@ class Cell(StrictModel):
     workflow: str
     precision: str
     batch: int
-    options: WorkflowOptions = WorkflowOptions()
+    # the options set away from their defaults
+    options: dict[str, Any] = {}
 
 
 class Figure(StrictModel):
@@ -115,7 +116,7 @@ def cell_row(store_file: Path, cell: Cell) -> FlatRow:
     """The cell's exported row."""
     found = [result for result in ok_cells(store_file)
              if (result.provenance.gpu_tag, result.job.model, result.job.workflow, result.job.precision,
-                 result.job.batch_size, result.job.options)
+                 result.job.batch_size, result.job.options.model_dump(exclude_defaults=True))
              == (cell.gpu, cell.model, cell.workflow, cell.precision, cell.batch, cell.options)]
     if len(found) != 1:
         raise LookupError(f"{store_file}: {len(found)} ok cells match {cell.model_dump(exclude_defaults=True)}")

@@ -1,13 +1,13 @@
 """The GPU and model catalogs (GPU figures from the vendors' datasheets: dense, no sparsity), as data both sides
 read."""
 
-from typing import Any, Literal, Optional, get_args
+from typing import Any, Literal, Mapping, Optional, get_args
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from mlcbench.schema.base import StrictModel
 from mlcbench.schema.families import FAMILIES
-from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, TensorrtOptions,
+from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, Options, TensorrtOptions,
                                      TorchCompileDecodeOptions, TorchCompileOptions)
 
 ModelKind = Literal["synthetic", "llm"]
@@ -265,7 +265,7 @@ class WorkflowInfo(StrictModel):
     # it compiles through torch.compile (dynamo): no graph compiled means it ran eager code
     dynamo: bool = False
     # the knobs its code reads (schema/options.py); a job or suite entry setting any other is refused
-    options: type[StrictModel] = NoOptions
+    options: type[Options] = NoOptions
     # the techniques its options switch on and off, in the order an ablation adds them: each names a field of its
     # options and the Applied field recording whether a run used it (the report's ablation climbs from none to all);
     # a new one goes at the end (a result that recorded the ones before it and not it predates it: it did not run it)
@@ -274,8 +274,8 @@ class WorkflowInfo(StrictModel):
     # "fastest" never count it
     hand_written: bool = False
     # the workflow it extends with options of its own, at least one of which a job of it sets. Its jobs were that
-    # workflow's, with those options, before it had a row: they keep that identity (JobSpec.job_id), and stored
-    # results of that workflow with any of them set are read as this row's (JobSpec's legacy mapping)
+    # workflow's, with those options, before it had a row: they keep that identity, and stored results of that
+    # workflow with any of them set are read as this row's (schema/legacy.py)
     builds_on: Optional[str] = None
     # the compiler's modules, imported before its compile is timed: every process pays that import once, whatever the
     # caches hold (as it pays torch's own), so it is its own figure (Metrics.compiler_import_s), not the compile's
@@ -285,22 +285,24 @@ class WorkflowInfo(StrictModel):
     # (workers/stacks/inductor_cache.py hash_installs_ahead)
     install_keys: bool = False
 
-    def refusal(self, options: StrictModel) -> Optional[str]:
-        """Why a job of this workflow cannot take these options as a job or suite file gives them (each one given
-        counts, whatever its value), or None where it can."""
-        unread = [name for name in options.model_fields_set if name not in self.options.model_fields]
+    def read_options(self, given: Mapping[str, Any]) -> Options:
+        """The options a job, suite entry or command line gives (each one given counts, whatever its value) as this
+        workflow's own class; a ValueError naming the option where it does not read one, or one is not valid."""
+        unread = [name for name in given if name not in self.options.model_fields]
         if unread:
             readers = sorted(name for name, info in WORKFLOWS.items() if unread[0] in info.options.model_fields)
-            return (f"options.{unread[0]}: {self.name} does not read it (its options: "
-                    f"{', '.join(self.options.model_fields) or 'none'}"
-                    + (f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it)" if readers else ")"))
-        return self.missing_own_option(options)
-
-    def missing_own_option(self, options: StrictModel) -> Optional[str]:
-        """A workflow built on another with none of its own options on is that other one: refused."""
+            raise ValueError(f"options.{unread[0]}: {self.name} does not read it (its options: "
+                             f"{', '.join(self.options.model_fields) or 'none'}"
+                             + (f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it)" if readers else ")"))
+        try:
+            options = self.options.model_validate(dict(given))
+        except ValidationError as error:
+            raise ValueError("; ".join(f"options.{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
+                                       for problem in error.errors())) from None
         if self.builds_on and not any(getattr(options, own) for own in self.own_options()):
-            return f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: set one"
-        return None
+            raise ValueError(f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: "
+                             f"set one")
+        return options
 
     def own_options(self) -> tuple[str, ...]:
         """The options it reads beyond the workflow it builds on."""

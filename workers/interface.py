@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Iterator, Mapping, Optional, Protocol, TypeVar
 
-from mlcbench.schema import Applied, JobSpec
+from mlcbench.schema import Applied, JobSpec, Options
 from mlcbench.schema.results import Setting
 
 if TYPE_CHECKING:
@@ -47,6 +47,13 @@ class WorkflowContext:
     device: "torch.device"
     dtype: "torch.dtype"
     cache_dir: Path
+
+    @property
+    def options(self) -> Options:
+        """The job's options as its workflow's own class (WorkflowInfo.options), which JobSpec validated them as:
+        the one way a workflow reads them."""
+        spec: JobSpec = self.job
+        return spec.options
 
 
 def with_fields(applied: Applied, **fields: object) -> Applied:

@@ -90,9 +90,9 @@ def provenance_line(result: Result) -> str:
 
 def settings_label(job: JobSpec) -> str:
     """The settings that make a cell (besides model, workflow, precision, batch), in words."""
-    repetition = job.repetition
-    processes = (f"{repetition.processes}" if repetition.processes == repetition.max_processes
-                 else f"{repetition.processes}-{repetition.max_processes}")
+    retired = job.retired_repetition  # an older store's cap on the processes (schema/legacy.py)
+    processes = f"{job.repetition.processes}" + (
+        f"-{retired.max_processes}" if retired and retired.max_processes != job.repetition.processes else "")
     lengths = f"{job.input_len} in / {job.output_len} out, " if kind_of(job) == "llm" else ""
     options = job.options.non_default()
     return (f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), "

@@ -4,6 +4,7 @@ folders, and warm starts from dynamo's precompile cache (this workflow's and tor
 import functools
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from mlcbench.workers.decode import compiled_step
 from mlcbench.workers.decode.compiled_step import (CompiledStepRunner, compile_options, decode_step, pdl_unavailable,
                                                    prefill)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
+from mlcbench.workers.interface import WorkflowContext
 from mlcbench.workers.decode.static_llama import StaticLlama, Unfit, cached_attention, one_row_projection
 from mlcbench.workers.measurement.dynamo_stats import compile_cache_state
 from mlcbench.workers.models import llm as llm_models
@@ -252,9 +254,13 @@ def in_a_fresh_process(jobs: list[JobSpec], cache_dir) -> list[Result]:
     return [Result.model_validate_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+def shape_of(spec: JobSpec) -> str:
+    return job_shape(WorkflowContext(job=spec, device=torch.device("cpu"), dtype=torch.float32, cache_dir=Path()))
+
+
 def test_a_precompile_shape_names_the_options_a_job_compiles_with_and_is_unchanged_without_any():
-    assert job_shape(job()) == "llama-2layer-random-fp32-b2-in32-out6"  # the folder a cache written earlier is in
-    variants = {job_shape(job(options=options)) for options in
+    assert shape_of(job()) == "llama-2layer-random-fp32-b2-in32-out6"  # the folder a cache written earlier is in
+    variants = {shape_of(job(options=options)) for options in
                 ({}, {"pdl": True}, {"fused_projections": False}, {"compile_mode": "max-autotune"})}
     assert len(variants) == 4
 

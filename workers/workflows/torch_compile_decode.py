@@ -27,7 +27,7 @@ def eos_token_ids(model) -> list[int]:
 class TorchCompileDecode(Workflow):
     @contextmanager
     def compiling(self, ctx):
-        with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
+        with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx)) as caches:
             yield caches
 
     def kernels(self, model, ctx) -> Kernels:
@@ -39,7 +39,7 @@ class TorchCompileDecode(Workflow):
         return Applied()
 
     def prepare_llm(self, model, ctx):
-        options = ctx.job.options
+        options = ctx.options
         fused, pdl = options.fused_projections is not False, bool(options.pdl)
         # a cell named +PDL whose kernels are the base's would be a mislabelled measurement
         why_no_pdl = pdl_unavailable(ctx.device) if pdl else None
