@@ -19,8 +19,8 @@ WORKER_LAYERS = (
     ("interface",),  # what a workflow is and returns: Workflow, WorkflowContext, Unsupported, Generation, LLMRunner
     ("models",),
     ("stacks",),  # helpers shared by one stack's workflows
-    ("decode",),  # decode loops
     ("kernels",),  # mlcbench's own Triton kernels, which handtuned_decode injects into the compiled decode step
+    ("decode",),  # decode loops
     ("workflows",),
     ("measurement",),  # timers, correctness, and the device, host and package probes
     ("exchange", "orphan"),  # the worker's files and its lifetime beside the host
@@ -37,7 +37,7 @@ ORCHESTRATOR_LAYERS = (
     ("store",),
     ("runtimes",),  # ways to start a worker, the registry of env runtime kinds, and Slurm's side of an array
     ("sweep",),  # the sweep loop, its cells, the reading back of a killed sweep, and the Slurm driver
-    ("reports", "studies"),  # studies: the committed answers, each recomputed from its store by the reports
+    ("reports",),
     ("cli",),
     ("__main__",),
 )

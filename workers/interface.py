@@ -39,6 +39,11 @@ class Unsupported(Exception):
     """This workflow cannot run this job in this interpreter; the message is the reason shown to the user."""
 
 
+class Unfit(ValueError):
+    """The model is not one a decode loop or a kernel implements (workers/decode/static_llama.py,
+    workers/kernels/): the message names its architecture and says why; the workflow makes it Unsupported."""
+
+
 @dataclass(frozen=True)
 class WorkflowContext:
     """What a workflow is given: the job, where it runs, and its folder of the env's cache. What it did, it returns."""

@@ -113,7 +113,7 @@ WIDE_INTERVAL = 0.05
 # A verdict (a speedup that P3 counts, "fastest") needs this many worker processes on each side and a passed check.
 VERDICT_PROCESSES = 3
 # Below this whole-call time the GPU time of one call decides where both sides have it: the host's launch cost moves
-# a sub-millisecond call up to 2x between processes (reference/facts.md), the device time far less.
+# a sub-millisecond call up to 2x between processes (docs/methodology.md), the device time far less.
 DEVICE_TIME_BELOW_MS = 1.0
 RULES = (f"⚠: the figure's 95 % interval reaches more than ±{100 * WIDE_INTERVAL:g} % from it, a process was "
          f"lost, the GPU throttled during the timed calls (NVML, read while they ran), or a figure came out over "
