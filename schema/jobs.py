@@ -134,7 +134,7 @@ class JobSpec(StrictModel):
     def _canonical(self, coordinates: set[str]) -> str:
         """The JSON the hashes read: every field but `coordinates`, in the shape stores were first written in, so
         that old ids stay valid (schema/legacy.py)."""
-        return hashed_json(self, coordinates)
+        return hashed_json(self.model_dump(mode="json"), coordinates)
 
     def label(self) -> str:
         options = self.options.non_default()

@@ -6,16 +6,13 @@ The earlier shapes: every job carried one record of every workflow's options (th
 default); handtuned_decode's jobs were torch_compile_decode's with a kernel option set; a repetition carried
 max_processes and max_s, the bounds of an adaptive rule no sweep follows any more."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, TypeAdapter
 
 from mlcbench.schema.base import StrictModel
 from mlcbench.schema.catalog import WORKFLOWS
 from mlcbench.schema.options import OPTION_CLASSES
-
-if TYPE_CHECKING:
-    from mlcbench.schema.jobs import JobSpec
 
 # The options the first stores hashed into every job id, set or not
 _ALWAYS_HASHED = ("compile_mode", "io_binding", "min_block_size", "fp32_accumulation")
@@ -84,27 +81,27 @@ def stored_job(data: Any) -> Any:
     return data
 
 
-def hashed_json(job: "JobSpec", exclude: set[str]) -> str:
-    """The JSON a job's hashes read: the job in the first stores' shape (its options as the union record, less the
-    options added later while they are unset; its repetition with the retired knobs; a workflow built on another
-    under that one's name), less the timeout (a limit, not a setting), a catalog model's model_info and `exclude`."""
-    data = job.model_dump(mode="json")
-    info = WORKFLOWS.get(job.workflow)
+def hashed_json(job: dict[str, Any], exclude: set[str]) -> str:
+    """The JSON a job's hashes read, from the job as JobSpec dumps it (mode="json"): in the first stores' shape (its
+    options as the union record, less the options added later while they are unset; its repetition with the retired
+    knobs; a workflow built on another under that one's name), less the timeout (a limit, not a setting), a catalog
+    model's model_info and `exclude`."""
+    data = dict(job)
+    info = WORKFLOWS.get(data["workflow"])
     if info is not None and info.builds_on:
         data["workflow"] = info.builds_on
-    retired = job.retired_repetition
-    repetition = data["repetition"]
+    retired, repetition = data["retired_repetition"] or {}, data["repetition"]
     data["repetition"] = {
         "processes": repetition["processes"],
-        "max_processes": retired.max_processes if retired else repetition["processes"],
+        "max_processes": retired.get("max_processes", repetition["processes"]),
         "target": repetition["target"],
-        "max_s": retired.max_s if retired else _RETIRED_DEFAULT_MAX_S,
+        "max_s": retired.get("max_s", _RETIRED_DEFAULT_MAX_S),
     }
     given = data["options"]
     record = {name: given.get(name, default) for name, default in _UNION_DEFAULTS.items()}
     data["options"] = {name: value for name, value in record.items() if name not in LATER_OPTIONS or value is not None}
     for name in ("timeout_s", "retired_repetition", *exclude):
         data.pop(name, None)
-    if job.model_info is None:
+    if data.get("model_info", {}) is None:
         data.pop("model_info")
     return _AS_JSON.dump_json(data).decode()
