@@ -141,4 +141,5 @@ def test_every_package_folder_is_installed():
     declared = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     folders = {_module_name(init.parent / "__init__.py") for part in PARTS for init in (REPO / part).rglob("__init__.py")}
     folders.add("mlcbench.orchestrator.store.migrations.versions")  # Alembic's scripts: a folder of modules
+    folders.add("mlcbench.envs")  # the env definitions: data the installed package carries
     assert folders == declared
