@@ -4,7 +4,6 @@ folders, and warm starts from dynamo's precompile cache (this workflow's and tor
 import functools
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +13,6 @@ from mlcbench.workers.decode import compiled_step
 from mlcbench.workers.decode.compiled_step import (CompiledStepRunner, compile_options, decode_step, pdl_unavailable,
                                                    prefill)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.interface import WorkflowContext
 from mlcbench.workers.decode.static_llama import StaticLlama, Unfit, cached_attention, one_row_projection
 from mlcbench.workers.measurement.dynamo_stats import compile_cache_state
 from mlcbench.workers.models import llm as llm_models
@@ -160,7 +158,8 @@ def test_one_token_steps_run_each_layers_attention_through_the_attention_kernel_
 
 @pytest.mark.parametrize("option", ["triton_gemv", "triton_attention", "prefill_graph", "triton_gemm"])
 def test_the_triton_kernels_and_the_prefill_graph_are_refused_off_a_cuda_gpu(tmp_path, option):
-    refused = run_job(job(options={option: True}), tmp_path)
+    workflow = "handtuned_decode" if option.startswith("triton_") else "torch_compile_decode"
+    refused = run_job(job(workflow=workflow, options={option: True}), tmp_path)
     assert refused.status == "unsupported" and option in refused.reason and "cpu" in refused.reason
 
 
@@ -254,13 +253,9 @@ def in_a_fresh_process(jobs: list[JobSpec], cache_dir) -> list[Result]:
     return [Result.model_validate_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def shape_of(spec: JobSpec) -> str:
-    return job_shape(WorkflowContext(job=spec, device=torch.device("cpu"), dtype=torch.float32, cache_dir=Path()))
-
-
 def test_a_precompile_shape_names_the_options_a_job_compiles_with_and_is_unchanged_without_any():
-    assert shape_of(job()) == "llama-2layer-random-fp32-b2-in32-out6"  # the folder a cache written earlier is in
-    variants = {shape_of(job(options=options)) for options in
+    assert job_shape(job()) == "llama-2layer-random-fp32-b2-in32-out6"  # the folder a cache written earlier is in
+    variants = {job_shape(job(options=options)) for options in
                 ({}, {"pdl": True}, {"fused_projections": False}, {"compile_mode": "max-autotune"})}
     assert len(variants) == 4
 

@@ -113,15 +113,11 @@ def test_an_architecture_outside_the_llama_family_runs_eager_through_hf(tmp_path
 
 
 def test_two_configs_under_one_name_never_share_compiled_graphs():
-    from mlcbench.workers.interface import WorkflowContext
     from mlcbench.workers.stacks.inductor_cache import job_shape
-
-    def shape_of(spec: JobSpec) -> str:
-        return job_shape(WorkflowContext(job=spec, device=torch.device("cpu"), dtype=torch.float32, cache_dir=Path()))
 
     llama = llm_from_hf_config(config("llama3-tiny"), "fp32")
     other = llm_from_hf_config(config("llama3-tiny", rms_norm_eps=1e-6), "fp32")
-    assert shape_of(job(llama)) != shape_of(job(other))
+    assert job_shape(job(llama)) != job_shape(job(other))
     catalog = JobSpec(model="llama-2layer", workflow="torch_compile_decode", precision="fp32", batch_size=2,
                       input_len=12, output_len=6, device="cpu")
-    assert shape_of(catalog) == "llama-2layer-random-fp32-b2-in12-out6"  # a catalog model's cache stays where it was
+    assert job_shape(catalog) == "llama-2layer-random-fp32-b2-in12-out6"  # a catalog model's cache stays where it was

@@ -27,7 +27,7 @@ def eos_token_ids(model) -> list[int]:
 class TorchCompileDecode(Workflow):
     @contextmanager
     def compiling(self, ctx):
-        with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx)) as caches:
+        with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             yield caches
 
     def kernels(self, model, ctx) -> Kernels:
