@@ -1,12 +1,12 @@
-"""Where the time of one compiled decode step goes (torch_compile_decode's loop, or handtuned_decode's where an
-`--options` turns one of mlcbench's kernels on): kernels per step, GPU time in GEMMs,
+"""Where the time of one compiled decode step goes (torch_compile_decode's loop, or with `--workflow
+handtuned_decode` mlcbench's kernels that its `--options` turn on): kernels per step, GPU time in GEMMs,
 in Inductor's own kernels and elsewhere, and the gaps between kernels, against the memory bound of a step (weights +
 KV cache over a device-to-device copy's bandwidth measured here, and the catalog's).
 
     python benchmarks/decode_profile.py --model tinyllama-1.1b --batch-size 1,64 [--json out.json]
         [--options '{"fused_projections": false}' --options '{"pdl": true}' ...]
 
-Each `--options` (the decode workflows' options, as JSON; default: none set) is one variant, prepared by the
+Each `--options` (the workflow's options, as JSON; default: none set) is one variant, prepared by the
 workflow itself (its prepare_llm, inside its compiling block). Each compiles cold, into a cache folder
 of its own, unless `--cache-dir` names an env's cache folder (a sweep's: its packages then load, as a warm worker
 process's do). Kernel names come from a torch.profiler trace of
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from mlcbench.schema import GPUS, MODELS, JobSpec, WorkflowOptions, gpu_tag_for_name
+from mlcbench.schema import GPUS, MODELS, JobSpec, gpu_tag_for_name
 from mlcbench.workers.decode.compiled_step import CompiledStepRunner, pdl_unavailable
 from mlcbench.workers.interface import Unsupported, WorkflowContext
 from mlcbench.workers.models import llm
@@ -110,8 +110,10 @@ def main() -> int:
                         help="comma-separated or repeated (default 1)")
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=32)
-    parser.add_argument("--options", type=WorkflowOptions.model_validate_json, action="append",
-                        help="one variant's workflow options as JSON (repeatable; default: the workflow's defaults)")
+    parser.add_argument("--workflow", default="torch_compile_decode", choices=["torch_compile_decode", "handtuned_decode"])
+    parser.add_argument("--options", type=json.loads, action="append",
+                        help="one variant's workflow options as a JSON object (repeatable; default: the workflow's "
+                             "defaults)")
     parser.add_argument("--cache-dir", type=Path,
                         help="an env's cache folder, as a sweep's worker gets it, to compile into and load from "
                              "(default: a new one per variant)")
@@ -121,7 +123,7 @@ def main() -> int:
         print("error: decode_profile needs a CUDA GPU", file=sys.stderr)
         return 1
     why_no_pdl = pdl_unavailable(torch.device("cuda"))
-    if why_no_pdl and any(options.pdl for options in args.options or []):
+    if why_no_pdl and any(options.get("pdl") for options in args.options or []):
         print(f"error: {why_no_pdl}", file=sys.stderr)
         return 1
     info = MODELS[args.model]
@@ -133,12 +135,12 @@ def main() -> int:
     report = {"model": args.model, "gpu": gpu_name, "torch": torch.__version__,
               "copy_bandwidth_gbs": measured_gbs, "catalog_bandwidth_gbs": peaks.bandwidth_gbs if peaks else None,
               "variants": {}}
-    for options, batch in itertools.product(args.options or [WorkflowOptions()], args.batch_size or [1]):
-        job = JobSpec(model=args.model, workflow="torch_compile_decode", precision=info.default_precision,
+    for options, batch in itertools.product(args.options or [{}], args.batch_size or [1]):
+        job = JobSpec(model=args.model, workflow=args.workflow, precision=info.default_precision,
                       batch_size=batch, input_len=args.input_len, output_len=args.output_len, options=options)
-        variant = options.non_default() or "default"
+        variant = job.options.non_default() or "default"
         with tempfile.TemporaryDirectory() as fresh, torch.no_grad():
-            device, workflow = torch.device("cuda"), load(job.workflow)  # handtuned_decode where a kernel is on
+            device, workflow = torch.device("cuda"), load(job.workflow)
             cache = args.cache_dir / workflow.name if args.cache_dir else Path(fresh)  # a sweep's layout
             ctx = WorkflowContext(job, device, DTYPES[job.precision], cache)
             hf_model = llm.build(info, job, ctx.dtype, device)

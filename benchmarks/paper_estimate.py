@@ -2,7 +2,8 @@
 scheduled as the sweep schedules it (comparison groups, longest first, each to the least-loaded GPU). An estimate,
 not a measurement: a cell the store holds is costed from its processes' spans (the sweep's Estimator: the cold
 process, then the suite's count of warm ones at their median), a crashed cell by its attempt's span; a cell it does not
-hold from the sweep's table of typical costs (orchestrator/sweep/schedule.py), unless its workflow needs a package
+hold from the sweep's typical costs (each workflow's compile_cost in schema/catalog.py, a process's own in
+orchestrator/sweep/schedule.py), unless its workflow needs a package
 the host's results never recorded or every stored cell of its workflow was unsupported (then it costs nothing) or
 crashed (then it costs as they did). Markdown on stdout.
 
@@ -92,8 +93,8 @@ def main() -> None:
     print(f"# How long the whole `{args.suite}` suite should take on the host of `{args.store}` (an estimate, not a "
           f"measurement)\n")
     print(f"`python benchmarks/paper_estimate.py {args.store}`: the cells the store holds are costed from their "
-          f"processes' spans there, the others from the sweep's table of typical costs (`orchestrator/sweep/"
-          f"schedule.py`; a compile per billion parameters is an extrapolation), and all scheduled as the sweep "
+          f"processes' spans there, the others from the sweep's typical costs (each workflow's `compile_cost` in "
+          f"`schema/catalog.py`; a compile per billion parameters is an extrapolation), and all scheduled as the sweep "
           f"schedules them.\n")
     print(f"The store: {measured_on(stored.values())}.\n")
     print(f"{len(jobs)} cells, {format_duration(total)} of GPU time in all.\n")

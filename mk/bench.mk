@@ -18,4 +18,4 @@ bench-slurm: $(BIN)/mlcbench
 # Every study's figure checked against its store; benchmarks/README.md and docs/support.md written from the manifests
 .PHONY: studies
 studies: $(BIN)/mlcbench
-	$(BIN)/python -m mlcbench.orchestrator.studies
+	$(BIN)/python tools/studies.py

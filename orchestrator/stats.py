@@ -1,7 +1,7 @@
 """The statistics of a cell measured in several worker processes, and of a speedup between two cells (host only).
 
 The process is the unit of repetition: the calls inside one process share its state (allocations, kernel choices,
-clocks), so their spread understates how far the next process lands (reference/facts.md, "Noise"). A cell's figure is
+clocks), so their spread understates how far the next process lands (docs/methodology.md). A cell's figure is
 the geometric mean of its process medians, and its 95 % interval is Student's t over the logarithms of those medians:
 exact for log-normal process medians, and honest with the 3-5 processes a sweep affords, where a bootstrap over
 processes covers far less than 95 % (with 3 processes it cannot reach beyond the extreme medians). A speedup's interval

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 from pydantic import ValidationError
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.schema import MODELS, ModelInfo, Suite
+from mlcbench.schema import MODELS, WORKFLOWS, ModelInfo, Suite
 from mlcbench.schema.catalog import ConfigError, llm_from_hf_config
 from mlcbench.schema.jobs import known_workflow
 from mlcbench.schema.suites import ModelDefinition
@@ -180,12 +180,18 @@ def check_workflow_option(workflows: Sequence[str]) -> None:
 
 
 def grid_suite(models: list[str], workflows: list[str], batch_sizes: list[int], input_len: Optional[int],
-               output_len: Optional[int]) -> Suite:
+               output_len: Optional[int], options: Optional[Mapping[str, str]] = None) -> Suite:
     """A one-entry suite from the command line, validated as a suite file is: each model a catalog name, a folder
-    with a config.json (named after the folder) or a model id in the local Hugging Face cache."""
+    with a config.json (named after the folder) or a model id in the local Hugging Face cache; the options (--option)
+    each read by every workflow."""
     if not workflows:
         raise UsageError("a grid from the command line needs --workflow (e.g. eager,torch_compile_static)")
     check_workflow_option(workflows)
+    for workflow in workflows:
+        try:
+            WORKFLOWS[workflow].read_options(options or {}) if workflow in WORKFLOWS else None
+        except ValueError as error:
+            raise UsageError(f"--option: {error}") from None
     own: dict[str, dict[str, str]] = {}
     names = []
     for model in models:
@@ -198,7 +204,8 @@ def grid_suite(models: list[str], workflows: list[str], batch_sizes: list[int], 
         own[name] = {"config": str(Path(model).expanduser().absolute()) if Path(model).expanduser().exists()
                      else model}
         names.append(name)
-    entry: dict[str, Any] = {"models": names, "workflows": workflows, "batch_sizes": batch_sizes or [1]}
+    entry: dict[str, Any] = {"models": names, "workflows": workflows, "batch_sizes": batch_sizes or [1],
+                             "options": dict(options or {})}
     entry.update({key: value for key, value in (("input_len", input_len), ("output_len", output_len))
                   if value is not None})
     data = {"name": "command-line", "description": "a grid given on the command line", "models": own,

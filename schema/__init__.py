@@ -23,7 +23,7 @@ from mlcbench.schema.catalog import (
 )
 from mlcbench.schema.envs import EnvSpec, RunOptions
 from mlcbench.schema.jobs import JobSpec, Precision, Repetition
-from mlcbench.schema.options import WorkflowOptions
+from mlcbench.schema.options import Options
 from mlcbench.schema.results import (
     FINAL_STATUSES,
     Applied,
@@ -58,6 +58,7 @@ __all__ = [
     "Metrics",
     "ModelInfo",
     "ModelKind",
+    "Options",
     "OWN_WORKER_WORKFLOWS",
     "Precision",
     "ProcessTiming",
@@ -73,7 +74,6 @@ __all__ = [
     "Timing",
     "WORKFLOWS",
     "WorkflowInfo",
-    "WorkflowOptions",
     "gpu_tag_for_name",
     "why_not_run",
     "workflows_for",

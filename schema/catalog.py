@@ -1,13 +1,13 @@
 """The GPU and model catalogs (GPU figures from the vendors' datasheets: dense, no sparsity), as data both sides
 read."""
 
-from typing import Any, Literal, Optional, get_args
+from typing import Any, Literal, Mapping, Optional, get_args
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from mlcbench.schema.base import StrictModel
 from mlcbench.schema.families import FAMILIES
-from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, TensorrtOptions,
+from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, Options, TensorrtOptions,
                                      TorchCompileDecodeOptions, TorchCompileOptions)
 
 ModelKind = Literal["synthetic", "llm"]
@@ -248,6 +248,17 @@ MODELS.update({
 })
 
 
+class TypicalCompile(StrictModel):
+    """What a workflow's compile into an empty cache typically takes, where the store has no history of the cell
+    (the sweep's plan and its schedule): seconds, and for an LLM seconds more per billion parameters."""
+
+    seconds: float = Field(ge=0)
+    per_billion_s: float = Field(default=0.0, ge=0)
+
+    def for_model(self, parameters_b: float) -> float:
+        return self.seconds + self.per_billion_s * parameters_b
+
+
 class WorkflowInfo(StrictModel):
     """One workflow: the one place its name, what it is, what it runs and what it needs are written. Its code is the
     one Workflow subclass of mlcbench.workers.workflows.<name>."""
@@ -265,7 +276,7 @@ class WorkflowInfo(StrictModel):
     # it compiles through torch.compile (dynamo): no graph compiled means it ran eager code
     dynamo: bool = False
     # the knobs its code reads (schema/options.py); a job or suite entry setting any other is refused
-    options: type[StrictModel] = NoOptions
+    options: type[Options] = NoOptions
     # the techniques its options switch on and off, in the order an ablation adds them: each names a field of its
     # options and the Applied field recording whether a run used it (the report's ablation climbs from none to all);
     # a new one goes at the end (a result that recorded the ones before it and not it predates it: it did not run it)
@@ -274,8 +285,8 @@ class WorkflowInfo(StrictModel):
     # "fastest" never count it
     hand_written: bool = False
     # the workflow it extends with options of its own, at least one of which a job of it sets. Its jobs were that
-    # workflow's, with those options, before it had a row: they keep that identity (JobSpec.job_id), and stored
-    # results of that workflow with any of them set are read as this row's (JobSpec's legacy mapping)
+    # workflow's, with those options, before it had a row: they keep that identity, and stored results of that
+    # workflow with any of them set are read as this row's (schema/legacy.py)
     builds_on: Optional[str] = None
     # the compiler's modules, imported before its compile is timed: every process pays that import once, whatever the
     # caches hold (as it pays torch's own), so it is its own figure (Metrics.compiler_import_s), not the compile's
@@ -284,23 +295,32 @@ class WorkflowInfo(StrictModel):
     # process before its first compile: started on a thread beside the model's build, so no compile waits for them
     # (workers/stacks/inductor_cache.py hash_installs_ahead)
     install_keys: bool = False
+    # what its compile into an empty cache typically takes (None: it compiles nothing, eager); a row built on another
+    # without one of its own takes that one's (typical_compile)
+    compile_cost: Optional[TypicalCompile] = None
 
-    def refusal(self, options: StrictModel) -> Optional[str]:
-        """Why a job of this workflow cannot take these options as a job or suite file gives them (each one given
-        counts, whatever its value), or None where it can."""
-        unread = [name for name in options.model_fields_set if name not in self.options.model_fields]
+    def read_options(self, given: Mapping[str, Any]) -> Options:
+        """The options a job, suite entry or command line gives (each one given counts, whatever its value) as this
+        workflow's own class; a ValueError naming the option where it does not read one, or one is not valid."""
+        unread = [name for name in given if name not in self.options.model_fields]
         if unread:
             readers = sorted(name for name, info in WORKFLOWS.items() if unread[0] in info.options.model_fields)
-            return (f"options.{unread[0]}: {self.name} does not read it (its options: "
-                    f"{', '.join(self.options.model_fields) or 'none'}"
-                    + (f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it)" if readers else ")"))
-        return self.missing_own_option(options)
-
-    def missing_own_option(self, options: StrictModel) -> Optional[str]:
-        """A workflow built on another with none of its own options on is that other one: refused."""
+            who = f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it" if readers else ""
+            raise ValueError(f"options.{unread[0]}: {self.name} does not read it (its options: "
+                             f"{', '.join(self.options.model_fields) or 'none'}{who})")
+        try:
+            options = self.options.model_validate(dict(given))
+        except ValidationError as error:
+            raise ValueError("; ".join(f"options.{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
+                                       for problem in error.errors())) from None
         if self.builds_on and not any(getattr(options, own) for own in self.own_options()):
-            return f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: set one"
-        return None
+            raise ValueError(f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: "
+                             f"set one")
+        return options
+
+    def typical_compile(self) -> Optional[TypicalCompile]:
+        """Its own compile cost, else the one of the workflow it builds on."""
+        return self.compile_cost or (WORKFLOWS[self.builds_on].typical_compile() if self.builds_on else None)
 
     def own_options(self) -> tuple[str, ...]:
         """The options it reads beyond the workflow it builds on."""
@@ -322,66 +342,90 @@ _INDUCTOR: dict[str, Any] = {"compiler_modules": ("torch._inductor.compile_fx",)
 _LLMS_ONLY = "LLMs only: it compiles an LLM's decode loop, which a synthetic model does not have"
 _ORT = ("onnxruntime", "onnxscript")
 
+
+
+def _compiles(seconds: float, per_billion_s: float = 0.0) -> TypicalCompile:
+    return TypicalCompile(seconds=seconds, per_billion_s=per_billion_s)
+
+
 # Every workflow a job may name. The worker runs each from mlcbench.workers.workflows.<name>; suites take their
-# workflows from the kinds; the planner stores a wrong kind's reason without starting a worker.
+# workflows from the kinds; the planner stores a wrong kind's reason without starting a worker. The compile costs are
+# estimates, handtuned_decode's rounded from the cold processes of benchmarks/studies/decode-kernels (82-90 s for
+# TinyLlama-1.1B, 107-130 s for Llama-2-7B).
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
-    WorkflowInfo(name="torch_compile", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile", compile_cost=_compiles(15),
+                 dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_forward", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile_forward", compile_cost=_compiles(30),
+                 dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
-    WorkflowInfo(name="torch_compile_static", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile_static", compile_cost=_compiles(30),
+                 dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
-    WorkflowInfo(name="torch_compile_decode", dynamo=True, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile_decode", compile_cost=_compiles(120, 10),
+                 dynamo=True, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY}, options=TorchCompileDecodeOptions,
                  techniques=TorchCompileDecodeOptions.TECHNIQUES,
                  description="LLMs: the whole decode step compiled (forward, greedy token, position), CUDA graphs, "
                              "static KV cache in the module, prefill compiled with dynamic shapes (gpt-fast's recipe)"),
-    WorkflowInfo(name="handtuned_decode", dynamo=True, **_INDUCTOR, hand_written=True,
+    WorkflowInfo(name="handtuned_decode", compile_cost=_compiles(75, 7),
+                 dynamo=True, **_INDUCTOR, hand_written=True,
                  why_not={"synthetic": _LLMS_ONLY}, options=HandtunedDecodeOptions, builds_on="torch_compile_decode",
                  techniques=HandtunedDecodeOptions.TECHNIQUES,
                  description="Reference, not a compiler: torch_compile_decode with mlcbench's hand-written Triton "
                              "kernels (one-row projections, one-token attention, few-row split-K GEMM) injected"),
-    WorkflowInfo(name="aot_inductor", **_INDUCTOR,
+    WorkflowInfo(name="aot_inductor", compile_cost=_compiles(40),
+                 **_INDUCTOR,
                  why_not={"llm": "no decode loop runs an AOTInductor package yet"},
                  description="torch.export + AOTInductor package, loaded back and run"),
-    WorkflowInfo(name="torchscript", why_not={
+    WorkflowInfo(name="torchscript", compile_cost=_compiles(5),
+                 why_not={
                      "llm": "a trace records one generate() call's Python control flow and cache as constants; no "
                             "decode loop runs a TorchScript module yet"},
                  description="TorchScript (deprecated by torch, still what libtorch and Triton's PyTorch backend "
                              "load): torch.jit.trace, freeze, optimize_for_inference, saved and loaded back"),
-    WorkflowInfo(name="onnxruntime", requires=_ORT, options=OnnxRuntimeOptions,
+    WorkflowInfo(name="onnxruntime", compile_cost=_compiles(15, 20),
+                 requires=_ORT, options=OnnxRuntimeOptions,
                  description="torch.onnx export, ONNX Runtime (CUDA EP with IO binding when available, else CPU EP; "
                              "LLMs: the decoder exported with its KV cache)"),
-    WorkflowInfo(name="onnxruntime_cuda", requires=_ORT, options=OnnxRuntimeOptions,
+    WorkflowInfo(name="onnxruntime_cuda", compile_cost=_compiles(15, 20),
+                 requires=_ORT, options=OnnxRuntimeOptions,
                  description="ONNX Runtime, CUDA execution provider (LLMs: the decoder exported with its KV cache, "
                              "greedy decode through IO binding)"),
-    WorkflowInfo(name="onnxruntime_trt", requires=_ORT, options=OnnxRuntimeOptions, why_not={
+    WorkflowInfo(name="onnxruntime_trt", compile_cost=_compiles(60),
+                 requires=_ORT, options=OnnxRuntimeOptions, why_not={
                      "llm": "the TensorRT EP is set up for synthetic models only; the decoder exported with its KV "
                             "cache runs on the CUDA EP (onnxruntime_cuda)"},
                  description="ONNX Runtime, TensorRT execution provider (engine cache in the env cache)"),
-    WorkflowInfo(name="torch_compile_tensorrt", dynamo=True, requires=("torch_tensorrt",), options=TensorrtOptions,
+    WorkflowInfo(name="torch_compile_tensorrt", compile_cost=_compiles(60),
+                 dynamo=True, requires=("torch_tensorrt",), options=TensorrtOptions,
                  why_not={
                      "llm": "Torch-TensorRT's torch.compile backend cannot take a static KV cache's in-place "
                             "updates (aot_export_joint_simple) and silently falls back to PyTorch; use the "
                             "torch_tensorrt workflow"},
                  description="torch.compile(backend='tensorrt') through Torch-TensorRT"),
-    WorkflowInfo(name="torch_tensorrt", requires=("torch_tensorrt",), options=TensorrtOptions,
+    WorkflowInfo(name="torch_tensorrt", compile_cost=_compiles(60, 20),
+                 requires=("torch_tensorrt",), options=TensorrtOptions,
                  description="Torch-TensorRT AOT: torch.export + torch_tensorrt.dynamo.compile, saved and reloaded"),
-    WorkflowInfo(name="tensorrt_llm", requires=("tensorrt_llm",), own_worker=True,
+    WorkflowInfo(name="tensorrt_llm", compile_cost=_compiles(120, 20),
+                 requires=("tensorrt_llm",), own_worker=True,
                  why_not={"synthetic": "TensorRT-LLM's LLM API runs LLMs only"},
                  description="TensorRT-LLM LLM API"),
-    WorkflowInfo(name="torch_compile_openxla", dynamo=True, requires=("torch_xla",), own_worker=True,
+    WorkflowInfo(name="torch_compile_openxla", compile_cost=_compiles(30),
+                 dynamo=True, requires=("torch_xla",), own_worker=True,
                  description="torch.compile(backend='openxla') on a torch_xla device (LLMs: the forward compiled, "
                              "generate() with the default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_openxla_static", dynamo=True, requires=("torch_xla",), own_worker=True,
+    WorkflowInfo(name="torch_compile_openxla_static", compile_cost=_compiles(30),
+                 dynamo=True, requires=("torch_xla",), own_worker=True,
                  why_not={"synthetic": "a static KV cache is an LLM's; torch_compile_openxla runs synthetic models"},
                  description="LLMs: torch_compile_openxla on a static KV cache"),
-    WorkflowInfo(name="torchax", requires=("torchax", "jax"), own_worker=True,
+    WorkflowInfo(name="torchax", compile_cost=_compiles(10, 200),
+                 requires=("torchax", "jax"), own_worker=True,
                  description="PyTorch modules on JAX/XLA through torchax.compile"),
 )}
 

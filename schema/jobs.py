@@ -1,11 +1,13 @@
 import hashlib
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, Field, StrictInt, field_validator, model_validator
+from pydantic import (AfterValidator, Field, SerializeAsAny, StrictInt, ValidationInfo, field_validator,
+                      model_validator)
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS, ModelInfo
-from mlcbench.schema.options import WorkflowOptions
+from mlcbench.schema.legacy import RETIRED_REPETITION, RetiredRepetition, hashed_json
+from mlcbench.schema.options import NoOptions, Options
 
 Precision = Literal["fp32", "fp16", "bf16"]
 
@@ -24,28 +26,20 @@ WorkflowName = Annotated[str, AfterValidator(known_workflow)]
 class Repetition(StrictModel):
     """How often a cell is measured: in `processes` fresh worker processes (the unit of repetition) of one program
     (orchestrator/planner.py processes_due), a count fixed before any is timed. `target` is the interval half-width a
-    cell's figure counts as converged at. `max_processes` and `max_s` belong to the adaptive rule of earlier versions
-    (more processes while the interval was wider than `target`): a sweep no longer follows it, since stopping when
-    the interval happens to look tight biases it; they stay so that stored job specs load and keep their job_id."""
+    cell's figure counts as converged at."""
 
     processes: int = Field(default=3, ge=1, le=100)
-    max_processes: int = Field(default=3, ge=1, le=100)
     target: float = Field(default=0.02, gt=0, lt=1)
-    max_s: float = Field(default=600.0, gt=0, le=86400)
 
     @model_validator(mode="before")
     @classmethod
-    def _fixed_count(cls, data: Any) -> Any:
-        """max_processes follows processes unless given (a stored spec carries its own)."""
-        if isinstance(data, dict) and "processes" in data and "max_processes" not in data:
-            data = {**data, "max_processes": data["processes"]}
+    def _no_retired_knob(cls, data: Any) -> Any:
+        """A knob of the adaptive rule of earlier versions is an error naming what replaces it, never ignored."""
+        if isinstance(data, dict):
+            for name, replacement in RETIRED_REPETITION.items():
+                if name in data:
+                    raise ValueError(f"{name}: {replacement}")
         return data
-
-    @model_validator(mode="after")
-    def _cap_above_minimum(self) -> "Repetition":
-        if self.max_processes < self.processes:
-            raise ValueError(f"max_processes ({self.max_processes}) is below processes ({self.processes})")
-        return self
 
 
 class _CatalogModel(StrictModel):
@@ -76,12 +70,15 @@ class JobSpec(StrictModel):
     timeout_s: float = Field(default=1200.0, gt=0, le=86400)
     device: Literal["cuda", "cpu"] = "cuda"
     seed: int = 0
-    options: WorkflowOptions = WorkflowOptions()
+    # the workflow's own options class (WorkflowInfo.options)
+    options: SerializeAsAny[Options] = Field(default_factory=NoOptions, validate_default=True)
     # A local Hugging Face checkpoint folder for LLMs; random weights from the model's config when None.
     model_path: Optional[str] = None
     # A suite's own model, carried whole so that a worker in any container can build it; None for the catalog's
     # models (and then left out of the job's identity, so that their job ids do not change)
     model_info: Optional[ModelInfo] = None
+    # only a job read from an older store that set them (schema/legacy.py): kept so that its job id stays
+    retired_repetition: Optional[RetiredRepetition] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -91,29 +88,19 @@ class JobSpec(StrictModel):
             _CatalogModel.model_validate({"model": data.get("model")})  # its error is located at "model"
         return data
 
-    @model_validator(mode="before")
+    @field_validator("options", mode="before")
     @classmethod
-    def _row_of_its_own(cls, data: Any) -> Any:
-        """A job stored before a workflow built on another had its row (torch_compile_decode with mlcbench's kernels,
-        now handtuned_decode) is read as that row's; its job id stays (see _canonical)."""
-        if not isinstance(data, dict):
-            return data
-        options = data.get("options")
-        given = options.model_dump() if isinstance(options, WorkflowOptions) else options
+    def _its_workflows_own(cls, options: Any, info: ValidationInfo) -> Any:
+        """The options as the workflow's own class (WorkflowInfo.read_options: each one given counts); a fault
+        workflow of the tests reads none."""
+        workflow = info.data.get("workflow")
+        if workflow is None:
+            return NoOptions()  # the workflow's own error says what is wrong
+        given = options.model_dump(exclude_unset=True) if isinstance(options, Options) else options
         if not isinstance(given, dict):
-            return data
-        for name, info in WORKFLOWS.items():
-            if info.builds_on == data.get("workflow") and any(given.get(own) for own in info.own_options()):
-                return {**data, "workflow": name}
-        return data
-
-    @model_validator(mode="after")
-    def _own_options_set(self) -> "JobSpec":
-        info = WORKFLOWS.get(self.workflow)
-        missing = info.missing_own_option(self.options) if info else None
-        if missing:
-            raise ValueError(missing)
-        return self
+            return options
+        row = WORKFLOWS.get(workflow)
+        return row.read_options(given) if row is not None else NoOptions.model_validate(given)
 
     @property
     def info(self) -> ModelInfo:
@@ -145,18 +132,9 @@ class JobSpec(StrictModel):
         return hashlib.sha256(self._canonical(coordinates).encode()).hexdigest()[:12]
 
     def _canonical(self, coordinates: set[str]) -> str:
-        """The JSON the hashes read: every field but the timeout and `coordinates`, less the fields (and options)
-        added after stores were written while they are unset, so old ids stay valid; a workflow built on another is
-        hashed under that one's name, as its jobs were before it had a row."""
-        exclude: dict[str, Any] = {name: True for name in ("timeout_s", *coordinates)}
-        if self.model_info is None:
-            exclude["model_info"] = True
-        later = {name: True for name in WorkflowOptions.LATER if getattr(self.options, name) is None}
-        if later and "options" not in exclude:
-            exclude["options"] = later
-        info = WORKFLOWS.get(self.workflow)
-        hashed = self.model_copy(update={"workflow": info.builds_on}) if info and info.builds_on else self
-        return hashed.model_dump_json(exclude=exclude)
+        """The JSON the hashes read: every field but `coordinates`, in the shape stores were first written in, so
+        that old ids stay valid (schema/legacy.py)."""
+        return hashed_json(self.model_dump(mode="json"), coordinates)
 
     def label(self) -> str:
         options = self.options.non_default()

@@ -1,33 +1,39 @@
 """Each workflow's options: one model per set of knobs, named by the catalog rows that read it (WorkflowInfo.options).
-A knob lives in the class of the workflows whose code reads it, so a job can only set what its workflow reads.
+A knob lives in the class of the workflows whose code reads it, so a job can only set what its workflow reads, and a
+job carries its options as its workflow's own class (JobSpec.options)."""
 
-Every job carries its options as one record, WorkflowOptions: the union of these classes' fields. Stored results and
-job ids were written in that one shape, so it stays the shape jobs are stored and hashed in."""
+from typing import ClassVar, Literal, Optional
 
-from typing import Any, ClassVar, Literal, Optional
-
-from pydantic import Field, create_model
+from pydantic import Field
 
 from mlcbench.schema.base import StrictModel
 
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
-class NoOptions(StrictModel):
+class Options(StrictModel):
+    """The base of every workflow's options (None: the workflow's own default); each is recorded with the result."""
+
+    def non_default(self) -> str:
+        """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
+        return ", ".join(f"{name}={value}" for name, value in self.model_dump(exclude_defaults=True).items())
+
+
+class NoOptions(Options):
     """A workflow with no knobs: any option set on it is refused."""
 
 
-class TorchCompileOptions(StrictModel):
+class TorchCompileOptions(Options):
     # None: the workflow's own default mode
     compile_mode: Optional[CompileMode] = None
 
 
-class OnnxRuntimeOptions(StrictModel):
+class OnnxRuntimeOptions(Options):
     # inputs and outputs bound to device buffers, so a run copies nothing through the host
     io_binding: bool = True
 
 
-class TensorrtOptions(StrictModel):
+class TensorrtOptions(Options):
     # None: Torch-TensorRT's default of 5 ops per TensorRT block
     min_block_size: Optional[int] = Field(default=None, ge=1)
     # fp16 matmuls accumulated in fp32 (TensorRT may otherwise accumulate in fp16)
@@ -65,35 +71,7 @@ class HandtunedDecodeOptions(TorchCompileDecodeOptions):
     TECHNIQUES: ClassVar[tuple[str, ...]] = KERNELS
 
 
-# Every options class; WorkflowOptions is their union
-OPTION_CLASSES: tuple[type[StrictModel], ...] = (TorchCompileOptions, OnnxRuntimeOptions, TensorrtOptions,
-                                                 TorchCompileDecodeOptions, HandtunedDecodeOptions)
-# The options the first stores hashed into every job id, set or not
-_ALWAYS_HASHED = ("compile_mode", "io_binding", "min_block_size", "fp32_accumulation")
-# The order job ids hash the later options in, as they were added; an option added since goes after them by itself
-_HASH_ORDER = (*_ALWAYS_HASHED, "fused_projections", "pdl", "triton_gemv", "triton_attention", "prefill_graph",
-               "triton_gemm")
 
-
-def _union_fields() -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for options in OPTION_CLASSES:
-        for name, field in options.model_fields.items():
-            fields.setdefault(name, (field.annotation, field))
-    order = [*_HASH_ORDER, *(name for name in fields if name not in _HASH_ORDER)]
-    return {name: fields[name] for name in order}
-
-
-class _OptionsRecord(StrictModel):
-    """Every knob any workflow reads (None: the workflow's own default); each is recorded with the result."""
-
-    # options added after stores were written: left out of a job's identity while None, so old job ids stay valid
-    LATER: ClassVar[tuple[str, ...]]
-
-    def non_default(self) -> str:
-        """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
-        return ", ".join(f"{name}={value}" for name, value in self.model_dump(exclude_defaults=True).items())
-
-
-WorkflowOptions = create_model("WorkflowOptions", __base__=_OptionsRecord, **_union_fields())
-WorkflowOptions.LATER = tuple(name for name in WorkflowOptions.model_fields if name not in _ALWAYS_HASHED)
+# Every options class
+OPTION_CLASSES: tuple[type[Options], ...] = (NoOptions, TorchCompileOptions, OnnxRuntimeOptions, TensorrtOptions,
+                                             TorchCompileDecodeOptions, HandtunedDecodeOptions)

@@ -1,11 +1,12 @@
 from datetime import datetime
 from typing import Any, Literal, Optional, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import REFERENCE
 from mlcbench.schema.jobs import JobSpec
+from mlcbench.schema.legacy import stored_job
 from mlcbench.schema.protocol import Startup
 
 Status = Literal["ok", "unsupported", "failed", "oom", "timeout", "crashed"]
@@ -375,6 +376,12 @@ class Result(StrictModel):
     metrics: Metrics = Metrics()
     correctness: Optional[Correctness] = None
     provenance: Provenance = Provenance()
+
+    @field_validator("job", mode="before")
+    @classmethod
+    def _as_stored(cls, job: Any) -> Any:
+        """A job as any version stored it (schema/legacy.py)."""
+        return stored_job(job)
 
     @classmethod
     def without_run(cls, job: JobSpec, status: Status, reason: str, **fields) -> "Result":

@@ -1,14 +1,15 @@
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field, field_serializer, model_validator
+from pydantic import Field, model_validator
 
 from mlcbench.schema.base import Name, StrictModel
 from mlcbench.schema.catalog import MODELS, WORKFLOWS, ModelInfo
 from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName
-from mlcbench.schema.options import WorkflowOptions
 
 # strict: a suite file's 1e3 or true is refused, not run as batch 1000 or 1
 BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
+# an option's value as a suite file or command line gives it; its workflow's options class checks it
+OptionValue = Union[bool, int, float, str, None]
 SyntheticArchitecture = Literal["matmul", "matmul-relu", "ffn", "ffn-multilayer"]
 
 
@@ -58,20 +59,14 @@ class SuiteEntry(StrictModel):
     repeats: int = Field(default=10, ge=1, le=10000)
     repetition: Repetition = Repetition()
     timeout_s: float = Field(default=1200.0, gt=0, le=86400)
-    options: WorkflowOptions = WorkflowOptions()
-
-    @field_serializer("options")
-    def _options_as_given(self, options: WorkflowOptions) -> dict:
-        """The options the entry gave, and no others: each one given counts (WorkflowInfo.refusal), so an entry read
-        back (a Slurm array's plan) must not give more."""
-        return options.model_dump(exclude_unset=True)
+    # the options every workflow of the entry reads, by name: each given counts (WorkflowInfo.read_options)
+    options: dict[str, OptionValue] = {}
 
     @model_validator(mode="after")
     def _options_its_workflows_read(self) -> "SuiteEntry":
         for workflow in self.workflows:
-            refusal = WORKFLOWS[workflow].refusal(self.options) if workflow in WORKFLOWS else None
-            if refusal:
-                raise ValueError(refusal)
+            if workflow in WORKFLOWS:
+                WORKFLOWS[workflow].read_options(self.options)
         return self
 
 

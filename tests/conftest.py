@@ -150,5 +150,5 @@ def gpt2_suite(tmp_path) -> Path:
                      '[models.gpt2-tiny]\nconfig = "configs/gpt2-tiny"\n'
                      '[[entries]]\nmodels = ["gpt2-tiny"]\nworkflows = ["eager", "torch_compile_decode"]\n'
                      'batch_sizes = [1]\ninput_len = 8\noutput_len = 4\nwarmup = 0\nrepeats = 1\n'
-                     'repetition = { processes = 1, max_processes = 1 }\n')
+                     'repetition = { processes = 1 }\n')
     return suite

@@ -19,8 +19,8 @@ WORKER_LAYERS = (
     ("interface",),  # what a workflow is and returns: Workflow, WorkflowContext, Unsupported, Generation, LLMRunner
     ("models",),
     ("stacks",),  # helpers shared by one stack's workflows
-    ("decode",),  # decode loops
     ("kernels",),  # mlcbench's own Triton kernels, which handtuned_decode injects into the compiled decode step
+    ("decode",),  # decode loops
     ("workflows",),
     ("measurement",),  # timers, correctness, and the device, host and package probes
     ("exchange", "orphan", "cache_environment"),  # the worker's files, its lifetime beside the host, its libraries' folders
@@ -37,7 +37,7 @@ ORCHESTRATOR_LAYERS = (
     ("store",),
     ("runtimes",),  # ways to start a worker, the registry of env runtime kinds, and Slurm's side of an array
     ("sweep",),  # the sweep loop, its cells, the reading back of a killed sweep, and the Slurm driver
-    ("reports", "studies"),  # studies: the committed answers, each recomputed from its store by the reports
+    ("reports",),
     ("cli",),
     ("__main__",),
 )
@@ -141,4 +141,5 @@ def test_every_package_folder_is_installed():
     declared = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     folders = {_module_name(init.parent / "__init__.py") for part in PARTS for init in (REPO / part).rglob("__init__.py")}
     folders.add("mlcbench.orchestrator.store.migrations.versions")  # Alembic's scripts: a folder of modules
+    folders.add("mlcbench.envs")  # the env definitions: data the installed package carries
     assert folders == declared

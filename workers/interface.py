@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Iterator, Mapping, Optional, Protocol, TypeVar
 
-from mlcbench.schema import Applied, JobSpec
+from mlcbench.schema import Applied, JobSpec, Options
 from mlcbench.schema.results import Setting
 
 if TYPE_CHECKING:
@@ -39,6 +39,11 @@ class Unsupported(Exception):
     """This workflow cannot run this job in this interpreter; the message is the reason shown to the user."""
 
 
+class Unfit(ValueError):
+    """The model is not one a decode loop or a kernel implements (workers/decode/static_llama.py,
+    workers/kernels/): the message names its architecture and says why; the workflow makes it Unsupported."""
+
+
 @dataclass(frozen=True)
 class WorkflowContext:
     """What a workflow is given: the job, where it runs, and its folder of the env's cache. What it did, it returns."""
@@ -47,6 +52,13 @@ class WorkflowContext:
     device: "torch.device"
     dtype: "torch.dtype"
     cache_dir: Path
+
+    @property
+    def options(self) -> Options:
+        """The job's options as its workflow's own class (WorkflowInfo.options), which JobSpec validated them as:
+        the one way a workflow reads them."""
+        spec: JobSpec = self.job
+        return spec.options
 
 
 def with_fields(applied: Applied, **fields: object) -> Applied:

@@ -124,6 +124,9 @@ def sweep(
                                                           "(default 32)")] = None,
     output_len: Annotated[Optional[int], typer.Option(help="generated tokens of a grid from the command line "
                                                            "(default 32)")] = None,
+    option: Annotated[Optional[list[str]], typer.Option(
+        "--option", help="NAME=VALUE: an option every --workflow of a grid from the command line reads, e.g. "
+                         "triton_gemv=true (repeatable; docs/workflows.md lists each workflow's)")] = None,
     workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = DEFAULT_CACHE_DIR,
     runtime: Annotated[Runtime, typer.Option(
@@ -168,8 +171,10 @@ def sweep(
     else:
         target = resolve_target(gpu, detect(), force_gpu_tag, gpus)
     models, workflows, batch_sizes = split(model, "--model"), split(workflow, "--workflow"), _batch_sizes(batch_size)
-    if _is_grid(suite, models, input_len, output_len):
-        chosen, filters = grid_suite(list(models), list(workflows), batch_sizes, input_len, output_len), Filters()
+    given_options = _options(option)
+    if _is_grid(suite, models, input_len, output_len, given_options):
+        chosen = grid_suite(list(models), list(workflows), batch_sizes, input_len, output_len, given_options)
+        filters = Filters()
     else:
         chosen = get_suite(suite or default_suite(target.device))
         filters = Filters(models=models, workflows=workflows, batch_sizes=batch_sizes)
@@ -232,15 +237,33 @@ def _masked_word(word: str) -> str:
     return f"{name}={mask_url(value)}" if equals and word.startswith("--") else mask_url(word)
 
 
-def _is_grid(suite: Optional[str], models: list[str], input_len: Optional[int], output_len: Optional[int]) -> bool:
-    """A grid from the command line: lengths given, or a model the catalog does not have; never beside --suite."""
+def _options(values: Optional[list[str]]) -> dict[str, str]:
+    """Each --option NAME=VALUE; the values are checked, as a suite file's are, by the workflows' options classes."""
+    options: dict[str, str] = {}
+    for value in values or []:
+        name, separator, setting = value.partition("=")
+        if not separator or not name or not setting:
+            raise UsageError(f"--option {value!r}: expected NAME=VALUE, e.g. triton_gemv=true")
+        if name in options:
+            raise UsageError(f"--option {name}= given twice ({options[name]} and {setting})")
+        options[name] = setting
+    return options
+
+
+def _is_grid(suite: Optional[str], models: list[str], input_len: Optional[int], output_len: Optional[int],
+             options: dict[str, str]) -> bool:
+    """A grid from the command line: lengths or options given, or a model the catalog does not have; never beside
+    --suite."""
     lengths = input_len is not None or output_len is not None
     if suite is not None:
         if lengths:
             raise UsageError("--input-len/--output-len make a grid of their own: set a suite's lengths in its file "
                              "(mlcbench suites --show NAME), or leave out --suite")
+        if options:
+            raise UsageError("--option makes a grid of its own: set a suite's options in its file "
+                             "(mlcbench suites --show NAME), or leave out --suite")
         return False
-    return lengths or any(name not in MODELS for name in models if Path(name).expanduser().exists() or "/" in name)
+    return lengths or bool(options) or any(name not in MODELS for name in models if Path(name).expanduser().exists() or "/" in name)
 
 
 def warn_of_large_models_on_a_cpu(jobs: list[JobSpec], target: Target) -> None:

@@ -17,6 +17,8 @@ ENV_FILE = "env.toml"
 
 
 def envs_dir() -> Path:
+    """MLCBENCH_ENVS_DIR, else the envs beside the code: the checkout's envs/, or the copy an installed package
+    carries (mlcbench/envs/, pyproject.toml's package data), each two folders above this one."""
     override = os.environ.get(ENVS_DIR_VARIABLE)
     return Path(override) if override else Path(__file__).resolve().parents[2] / "envs"
 

@@ -91,9 +91,9 @@ def provenance_line(result: Result) -> str:
 
 def settings_label(job: JobSpec) -> str:
     """The settings that make a cell (besides model, workflow, precision, batch), in words."""
-    repetition = job.repetition
-    processes = (f"{repetition.processes}" if repetition.processes == repetition.max_processes
-                 else f"{repetition.processes}-{repetition.max_processes}")
+    retired = job.retired_repetition  # an older store's cap on the processes (schema/legacy.py)
+    processes = f"{job.repetition.processes}" + (
+        f"-{retired.max_processes}" if retired and retired.max_processes != job.repetition.processes else "")
     lengths = f"{job.input_len} in / {job.output_len} out, " if kind_of(job) == "llm" else ""
     options = job.options.non_default()
     return (f"{lengths}{job.warmup} warm-up + {job.repeats} calls x {processes} process(es), "
@@ -114,7 +114,7 @@ WIDE_INTERVAL = 0.05
 # A verdict (a speedup that P3 counts, "fastest") needs this many worker processes on each side and a passed check.
 VERDICT_PROCESSES = 3
 # Below this whole-call time the GPU time of one call decides where both sides have it: the host's launch cost moves
-# a sub-millisecond call up to 2x between processes (reference/facts.md), the device time far less.
+# a sub-millisecond call up to 2x between processes (docs/methodology.md), the device time far less.
 DEVICE_TIME_BELOW_MS = 1.0
 RULES = (f"⚠: the figure's 95 % interval reaches more than ±{100 * WIDE_INTERVAL:g} % from it, a process was "
          f"lost, the GPU throttled during the timed calls (NVML, read while they ran), or a figure came out over "

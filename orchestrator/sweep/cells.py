@@ -8,7 +8,7 @@ from mlcbench.orchestrator.planner import processes_due, stored_processes
 from mlcbench.orchestrator.store import provenance
 from mlcbench.schema import GpuInfo, JobSpec, Result
 
-# cell: a fresh worker process for every process of every cell (as DESIGN.md says); round: one worker process runs its
+# cell: a fresh worker process for every process of every cell (docs/methodology.md); round: one worker process runs its
 # share of a round's cells one after another (fewer start-ups)
 WorkerScope = Literal["cell", "round"]
 

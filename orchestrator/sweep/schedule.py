@@ -4,7 +4,7 @@ Cells are scheduled in comparison groups: every workflow of one (model, precisio
 GPU, so that a speedup, "fastest" and P3 compare processes of one physical GPU. The groups go longest first to
 whichever GPU is free (list scheduling, longest processing time first), so no GPU finishes long after the others, and
 each GPU's workers run on a share of the host's cores of their own. Estimates come from the store's history of the
-same cell on the same GPU model where it has one, else from a table of typical costs."""
+same cell on the same GPU model where it has one, else from the typical costs of its workflow's catalog row."""
 
 import os
 import statistics
@@ -13,20 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-from mlcbench.schema import JobSpec, Result
+from mlcbench.schema import WORKFLOWS, JobSpec, Result
+from mlcbench.schema.catalog import TypicalCompile
 
 # seconds a worker process costs beyond its compile, by model kind, when the store has no history of the cell
 PROCESS_S = {"synthetic": 4.0, "llm": 15.0}
 # seconds an LLM process adds per billion parameters (building it, eager's reference, the timed generate calls)
 LLM_S_PER_BILLION = 5.0
-# a compile into an empty cache: seconds by workflow, then per billion parameters (LLMs); a warm process pays a tenth
-COLD_COMPILE_S = {"torch_compile": 15.0, "torch_compile_forward": 30.0, "torch_compile_static": 30.0,
-                  "torch_compile_decode": 120.0, "aot_inductor": 40.0, "torchscript": 5.0, "onnxruntime": 15.0,
-                  "onnxruntime_cuda": 15.0, "onnxruntime_trt": 60.0, "torch_compile_tensorrt": 60.0,
-                  "torch_tensorrt": 60.0, "tensorrt_llm": 120.0, "torchax": 10.0}
-# (torchax: 224-256 s for TinyLlama-1.1B on an H200, 2026-11-27)
-COLD_COMPILE_S_PER_BILLION = {"torch_compile_decode": 10.0, "onnxruntime": 20.0, "onnxruntime_cuda": 20.0,
-                              "torch_tensorrt": 20.0, "tensorrt_llm": 20.0, "torchax": 200.0}
+# a warm process pays this share of its workflow's typical cold compile (WorkflowInfo.compile_cost)
 WARM_COMPILE_SHARE = 0.1
 
 
@@ -64,15 +58,15 @@ class Estimator:
         return cls(dict(history))
 
     def process_s(self, job: JobSpec, cold: bool) -> float:
-        compiles = job.workflow in COLD_COMPILE_S
-        seen = self.history.get(_history_key(job, ("cold" if cold else "warm") if compiles else None))
+        cost = _compile_cost(job)
+        seen = self.history.get(_history_key(job, ("cold" if cold else "warm") if cost else None))
         if seen:
             return statistics.median(seen)
         billions = (job.info.parameter_count() or 0) / 1e9 if job.info.kind == "llm" else 0.0
         base = PROCESS_S[job.info.kind] + LLM_S_PER_BILLION * billions * (1 + job.batch_size / 64)
-        if not compiles:
+        if cost is None:
             return base
-        compile_s = COLD_COMPILE_S[job.workflow] + COLD_COMPILE_S_PER_BILLION.get(job.workflow, 0.0) * billions
+        compile_s = cost.for_model(billions)
         return base + (compile_s if cold else WARM_COMPILE_SHARE * compile_s)
 
     def cell_s(self, job: JobSpec, processes_due: int, cold_first: bool) -> float:
@@ -84,7 +78,13 @@ class Estimator:
 
 def cold_processes(job: JobSpec, cold_first: bool) -> int:
     """The cold process a cell that compiles runs on top of its count, where it has compiled nothing yet."""
-    return int(cold_first and job.workflow in COLD_COMPILE_S)
+    return int(cold_first and _compile_cost(job) is not None)
+
+
+def _compile_cost(job: JobSpec) -> Optional[TypicalCompile]:
+    """The typical cold compile of the job's workflow; None where it compiles nothing (or is a fault workflow)."""
+    info = WORKFLOWS.get(job.workflow)
+    return info.typical_compile() if info is not None else None
 
 
 def _history_key(job: JobSpec, cache: Optional[str]) -> tuple:

@@ -15,7 +15,7 @@ from mlcbench.orchestrator.store import Store
 from mlcbench.schema import JobSpec, GpuInfo, Provenance, Repetition, Result, Suite, SuiteEntry
 
 JOB_S = 0.1
-ONE_PROCESS = Repetition(processes=1, max_processes=1)
+ONE_PROCESS = Repetition(processes=1)
 
 
 def fake_gpus(count: int, name: str = "NVIDIA H100 80GB HBM3") -> tuple[GpuInfo, ...]:
@@ -183,7 +183,7 @@ def test_workflows_that_take_over_their_process_never_share_a_worker_with_other_
 def test_a_cell_runs_on_the_gpu_of_the_eager_cell_its_speedup_pairs_with(tmp_path):
     suite = Suite(name="pairs", description="eager and compiled", entries=[
         SuiteEntry(models=["matmul-small", "ffn-small"], workflows=["eager", "torch_compile"], batch_sizes=[1, 2, 4],
-                   warmup=0, repeats=1, repetition=Repetition(processes=2, max_processes=2))])
+                   warmup=0, repeats=1, repetition=Repetition(processes=2))])
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     sweeping.run(options(tmp_path, 4, suite), store, runtime_factory=simulated())
     by_pair: dict[tuple, set[str]] = {}

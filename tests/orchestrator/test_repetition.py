@@ -1,8 +1,12 @@
 """A cell is measured in several worker processes, in rounds that interleave every cell in a shuffled order; the host
 combines them into one stored Result. Through the real sweep code with simulated workers."""
 
+import json
 from collections import Counter
 from typing import Optional
+
+import pytest
+from pydantic import ValidationError
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.gpu import Target
@@ -51,7 +55,7 @@ def test_every_cell_runs_once_per_round_in_a_fresh_worker_in_a_recorded_shuffled
         calls[job.job_id] += 1
         return _timed(job, [1.0 + calls[job.job_id] / 100] * 3)
 
-    store, report = _sweep(tmp_path, Repetition(processes=3, max_processes=3), answer)
+    store, report = _sweep(tmp_path, Repetition(processes=3), answer)
     rounds = _jobs_per_round(tmp_path)
     assert sorted(rounds) == ["round-00", "round-01", "round-02"]
     orders = [[job for unit in units for job in unit] for units in rounds.values()]
@@ -68,8 +72,7 @@ def test_every_cell_runs_once_per_round_in_a_fresh_worker_in_a_recorded_shuffled
 
 
 def test_a_cell_gets_its_fixed_count_of_processes_however_far_apart_they_land(tmp_path):
-    """No optional stopping: a wide interval does not buy a cell more processes (the adaptive rule of stored specs,
-    max_processes above processes, is no longer followed)."""
+    """No optional stopping: a wide interval does not buy a cell more processes."""
     calls = Counter()
 
     def answer(job: JobSpec) -> Result:
@@ -77,7 +80,7 @@ def test_a_cell_gets_its_fixed_count_of_processes_however_far_apart_they_land(tm
         level = 1.0 if job.workflow == "eager" else [1.0, 2.0][calls[job.job_id] % 2]
         return _timed(job, [level] * 3)
 
-    store, _ = _sweep(tmp_path, Repetition(processes=3, max_processes=5), answer)
+    store, _ = _sweep(tmp_path, Repetition(processes=3), answer)
     processes = {cell.job.workflow: len(cell.metrics.latency.processes) for cell in store.cells()}
     assert processes == {"eager": 3, "torch_compile": 3}
     converged = {cell.job.workflow: cell.metrics.latency.converged for cell in store.cells()}
@@ -93,7 +96,7 @@ def test_a_process_that_crashes_after_others_ran_keeps_their_data_and_says_so(tm
             return None  # the worker dies on this cell's second process
         return _timed(job, [1.0, 1.1, 0.9])
 
-    store, _ = _sweep(tmp_path, Repetition(processes=3, max_processes=3), answer)
+    store, _ = _sweep(tmp_path, Repetition(processes=3), answer)
     rows = {(row.model, row.workflow, row.batch_size): row for row in store.rows()}
     assert len(rows) == 8
     crashed = rows[("matmul-small", "torch_compile", 2)].result()
@@ -113,7 +116,7 @@ def test_a_stopped_sweep_stores_the_processes_it_measured_and_the_next_adds_the_
 
     def run(listener: sweeping.SweepListener, stop: StopRequest, median: float, rerun: bool = False,
             ) -> sweeping.SweepReport:
-        options = sweeping.SweepOptions(suite=_suite(Repetition(processes=3, max_processes=3)), env_names=["local"],
+        options = sweeping.SweepOptions(suite=_suite(Repetition(processes=3)), env_names=["local"],
                                         workdir=tmp_path / f"work-{median}", rerun=rerun,
                                         target=Target(tag="cpu", device="cpu", gpus=()))
         runtime = lambda env, _o, _g: SimulatedRuntime(env, seconds=lambda job: 0.0,  # noqa: E731
@@ -141,7 +144,7 @@ def test_rounds_end_a_sweep_short_of_its_processes_without_calling_it_interrupte
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
 
     def run(max_rounds: Optional[int]) -> sweeping.SweepReport:
-        options = sweeping.SweepOptions(suite=_suite(Repetition(processes=3, max_processes=3)), env_names=["local"],
+        options = sweeping.SweepOptions(suite=_suite(Repetition(processes=3)), env_names=["local"],
                                         workdir=tmp_path / f"work-{max_rounds}", max_rounds=max_rounds,
                                         target=Target(tag="cpu", device="cpu", gpus=()))
         runtime = lambda env, _o, _g: SimulatedRuntime(env, seconds=lambda job: 0.0,  # noqa: E731
@@ -158,13 +161,15 @@ def test_rounds_end_a_sweep_short_of_its_processes_without_calling_it_interrupte
 
 
 def test_a_job_spec_stored_under_the_adaptive_rule_loads_with_its_job_id_and_runs_its_fixed_count():
-    """Stored by the landed main before the fixed count (e5b902a): max_processes 5 loads as it was and keeps its
-    identity, so that resume and compare still find its cells; a sweep runs `processes` of it."""
+    """Stored by the landed main before the fixed count (e5b902a): max_processes 5 loads as a stored result's job
+    and keeps its identity, so that resume and compare still find its cells; a sweep runs `processes` of it. As a job
+    file's line it is refused, naming what replaces the knob."""
     stored = ('{"schema_version":1,"model":"ffn-small","workflow":"eager","precision":"fp32","batch_size":1,'
               '"input_len":32,"output_len":32,"warmup":3,"repeats":10,"repetition":{"processes":3,"max_processes":5,'
               '"target":0.02,"max_s":600.0},"timeout_s":1200.0,"device":"cuda","seed":0,"options":{"compile_mode":null,'
               '"io_binding":true,"min_block_size":null,"fp32_accumulation":null},"model_path":null}')
-    job = JobSpec.model_validate_json(stored)
-    assert job.job_id == "418cc9e3909157dc" and job.repetition.max_processes == 5
+    job = Result.model_validate({"job_id": "418cc9e3909157dc", "job": json.loads(stored), "status": "ok"}).job
+    assert job.job_id == "418cc9e3909157dc" and job.retired_repetition.max_processes == 5
     assert processes_due(job, []) == 3
-    assert Repetition(processes=5).max_processes == 5 and Repetition().max_processes == 3
+    with pytest.raises(ValidationError, match="max_processes: retired: .*set processes"):
+        JobSpec.model_validate_json(stored)

@@ -18,7 +18,7 @@ from mlcbench.orchestrator.store import Store, provenance
 from mlcbench.schema import (Correctness, GpuInfo, JobSpec, Metrics, ProcessTiming, Provenance, Repetition, Result,
                              Suite, SuiteEntry, Timing)
 
-THREE = Repetition(processes=3, max_processes=3)
+THREE = Repetition(processes=3)
 
 
 def _suite(workflows: tuple[str, ...] = ("torch_compile",)) -> Suite:

@@ -14,7 +14,7 @@ from mlcbench.schema import Metrics, ProcessTiming, Repetition, Result, Timing
 
 def write_plan(tmp_path: Path, rerun: bool, processes: int = 1) -> tuple[Path, ArrayPlan]:
     suite = get_suite("tiny")
-    jobs = [job.model_copy(update={"repetition": Repetition(processes=processes, max_processes=processes)})
+    jobs = [job.model_copy(update={"repetition": Repetition(processes=processes)})
             for job in suite.expand("cpu")[:3]]
     plan = ArrayPlan(sweep_id="array-sweep", store_url=f"sqlite:///{tmp_path / 'store.db'}", suite=suite,
                      gpu_tag="cpu", force_gpu_tag=False, rerun=rerun, cache_dir=tmp_path / "cache",

@@ -9,20 +9,25 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from mlcbench.orchestrator.runtimes.follower import parse_result_line
-from mlcbench.schema import MODELS, WORKFLOWS, JobSpec, Result, WorkflowOptions
+from mlcbench.schema import MODELS, WORKFLOWS, JobSpec, Result
+from mlcbench.schema.legacy import RetiredRepetition
 from mlcbench.workers.exchange import JobFileError, read_jobs
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-options = st.builds(WorkflowOptions, compile_mode=st.sampled_from([None, "default", "reduce-overhead", "max-autotune"]),
-                    io_binding=st.booleans(), min_block_size=st.none() | st.integers(1, 100),
-                    fp32_accumulation=st.none() | st.booleans())
+options = st.fixed_dictionaries({}, optional={
+    "compile_mode": st.sampled_from([None, "default", "reduce-overhead", "max-autotune"]), "io_binding": st.booleans(),
+    "min_block_size": st.none() | st.integers(1, 100), "fp32_accumulation": st.none() | st.booleans(),
+    "pdl": st.none() | st.booleans(), "triton_gemm": st.none() | st.booleans()})
 
 
-def _job(workflow: str, options: WorkflowOptions, **fields) -> JobSpec:
-    """A job of the workflow; one built on another (handtuned_decode) sets one of its own options, as it must."""
-    own = WORKFLOWS[workflow].own_options()[:1] if WORKFLOWS[workflow].builds_on else ()
-    return JobSpec(workflow=workflow, options=options.model_copy(update={name: True for name in own}), **fields)
+def _job(workflow: str, options: dict, **fields) -> JobSpec:
+    """A job of the workflow with those of the options it reads; one built on another (handtuned_decode) sets one of
+    its own options, as it must."""
+    info = WORKFLOWS[workflow]
+    own = info.own_options()[:1] if info.builds_on else ()
+    read = {name: value for name, value in options.items() if name in info.options.model_fields}
+    return JobSpec(workflow=workflow, options={**read, **{name: True for name in own}}, **fields)
 
 
 jobs = st.builds(
@@ -35,7 +40,9 @@ statuses = st.sampled_from(["ok", "unsupported", "failed", "oom", "timeout", "cr
 # one replacement per JobSpec field, each a valid value that differs from any other
 CHANGES = {
     "model": lambda job: next(name for name in sorted(MODELS) if name != job.model),
-    "workflow": lambda job: next(name for name in sorted(WORKFLOWS) if name != job.workflow),
+    # another workflow that reads the same options (none for the decode workflows: such a job draws again)
+    "workflow": lambda job: next((name for name in sorted(WORKFLOWS)
+                                  if name != job.workflow and WORKFLOWS[name].options is type(job.options)), None),
     "precision": lambda job: "fp16" if job.precision != "fp16" else "bf16",
     "batch_size": lambda job: job.batch_size % 4096 + 1,
     "input_len": lambda job: job.input_len % 8192 + 1,
@@ -44,11 +51,21 @@ CHANGES = {
     "repeats": lambda job: job.repeats % 10000 + 1,
     "device": lambda job: "cpu" if job.device == "cuda" else "cuda",
     "seed": lambda job: job.seed + 1 if job.seed < 2**63 - 1 else 0,
-    "options": lambda job: job.options.model_copy(update={"io_binding": not job.options.io_binding}),
+    "options": lambda job: {"workflow": "onnxruntime",
+                            "options": {"io_binding": not getattr(job.options, "io_binding", True)}},
     "model_path": lambda job: (job.model_path or "") + "/x",
     "model_info": lambda job: job.info.model_copy(update={"hidden_size": job.info.hidden_size + 1}),
-    "repetition": lambda job: job.repetition.model_copy(update={"max_processes": job.repetition.max_processes + 1}),
+    "repetition": lambda job: job.repetition.model_copy(update={"processes": job.repetition.processes % 100 + 1}),
+    "retired_repetition": lambda job: RetiredRepetition(max_processes=100, max_s=1.0),
 }
+
+
+def changed(job: JobSpec, field: str) -> JobSpec:
+    """The job with the field changed, validated as a worker would see it."""
+    change = CHANGES[field](job)
+    assume(change is not None)
+    update = change if field == "options" else {field: change}
+    return JobSpec.model_validate_json(job.model_copy(update=update).model_dump_json())
 # what names a cell in a table (its row and column); every other field is a setting of the cell
 CELL_COORDINATES = {"model", "workflow", "precision", "batch_size"}
 OUT_OF_RANGE = {"batch_size": [0, 4097, -1], "input_len": [0, 8193], "output_len": [0], "warmup": [-1, 1001],
@@ -70,18 +87,16 @@ def test_jobspec_round_trips_through_json_with_the_same_id(job):
 @PROPERTY_SETTINGS
 @given(jobs, st.sampled_from(sorted(CHANGES)), st.floats(0.001, 86400))
 def test_job_id_changes_with_any_field_but_the_timeout(job, field, timeout_s):
-    changed = job.model_copy(update={field: CHANGES[field](job)})
-    changed = JobSpec.model_validate_json(changed.model_dump_json())  # validated, as a worker would see it
-    assert changed.job_id != job.job_id
+    assert changed(job, field).job_id != job.job_id
     assert job.model_copy(update={"timeout_s": timeout_s}).job_id == job.job_id
 
 
 @PROPERTY_SETTINGS
 @given(jobs, st.sampled_from(sorted(CHANGES)), st.floats(0.001, 86400))
 def test_runs_with_different_settings_never_share_a_cell(job, field, timeout_s):
-    changed = JobSpec.model_validate_json(job.model_copy(update={field: CHANGES[field](job)}).model_dump_json())
-    assert (changed.cell_settings == job.cell_settings) == (field in CELL_COORDINATES)
-    assert (changed.baseline_settings == job.baseline_settings) == (field in CELL_COORDINATES | {"options"})
+    other = changed(job, field)
+    assert (other.cell_settings == job.cell_settings) == (field in CELL_COORDINATES)
+    assert (other.baseline_settings == job.baseline_settings) == (field in CELL_COORDINATES | {"options"})
     assert job.model_copy(update={"timeout_s": timeout_s}).cell_settings == job.cell_settings
 
 

@@ -8,7 +8,8 @@ from mlcbench.orchestrator.reports.markdown import markdown
 from mlcbench.orchestrator.reports.report import build_report
 from mlcbench.orchestrator.reports.sections.ablation import ablations
 from mlcbench.orchestrator.reports.selection import Selection
-from mlcbench.schema import Applied, WorkflowOptions
+from mlcbench.schema import Applied
+from mlcbench.schema.options import TorchCompileDecodeOptions
 from tests.reports.test_verdicts import cell
 
 DECODE = "torch_compile_decode"
@@ -18,8 +19,8 @@ def variant(medians: list[float], fused: Optional[bool], pdl: Optional[bool], pa
             prefill_graph: Optional[bool] = None):
     """A torch_compile_decode cell run with these options, recording what it applied (None: not recorded)."""
     result = cell("llama2-7b", DECODE, medians, batch=batch, passed=passed)
-    options = WorkflowOptions(fused_projections=None if fused is None or fused else False, pdl=pdl or None,
-                              prefill_graph=prefill_graph or None)
+    options = TorchCompileDecodeOptions(fused_projections=None if fused is None or fused else False, pdl=pdl or None,
+                                        prefill_graph=prefill_graph or None)
     job = result.job.model_copy(update={"options": options})
     metrics = result.metrics.model_copy(
         update={"applied": Applied(fused_projections=fused, pdl=pdl, prefill_graph=prefill_graph)})

@@ -16,7 +16,7 @@ from tests.orchestrator.test_repetition import _timed
 runner = CliRunner()
 SUITE = Suite(name="spread", description="cells for the spread check", entries=[SuiteEntry(
     models=["matmul-small", "ffn-small"], workflows=["eager"], batch_sizes=[1, 2, 4], warmup=0, repeats=3,
-    repetition=Repetition(processes=6, max_processes=6))])
+    repetition=Repetition(processes=6))])
 
 
 def sweep_into(path, levels: list[float]) -> None:

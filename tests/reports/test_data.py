@@ -10,7 +10,7 @@ from mlcbench.orchestrator.reports.sections.p3 import p3_rows
 from mlcbench.orchestrator.reports.sections.provenance import provenance_rows
 from mlcbench.orchestrator.reports.sections.support import support_matrices
 from mlcbench.orchestrator.reports.sections.throughput import throughput_tables
-from mlcbench.schema import Applied, WorkflowOptions
+from mlcbench.schema import Applied, JobSpec
 from tests.reports.conftest import FAILED_CHECK, FFN_TFLOPS, TINYLLAMA_TOKENS, make_result
 
 
@@ -114,17 +114,18 @@ def test_two_option_variants_of_a_workflow_are_two_cost_rows_and_two_p3_rows():
     def variant(options, compile_s, seed):
         result = make_result("tinyllama-1.1b", "torch_compile_decode", 1, "h100", "local", tokens_per_s=100.0,
                              compile_s=compile_s, passed=True, seed=seed)
-        return result.model_copy(update={"job": result.job.model_copy(update={"options": options})})
+        job = JobSpec(**{**result.job.model_dump(), "options": options})
+        return result.model_copy(update={"job": job})
 
-    plain = [variant(WorkflowOptions(), seconds, seed) for seed, seconds in enumerate((1.2, 2.1))]
-    gemv = [variant(WorkflowOptions(triton_gemv=True), seconds, seed) for seed, seconds in enumerate((44.0, 45.0))]
+    plain = [variant({}, seconds, seed) for seed, seconds in enumerate((1.2, 2.1))]
+    gemv = [variant({"pdl": True}, seconds, seed) for seed, seconds in enumerate((44.0, 45.0))]
     rows = cost_rows([*plain, *gemv])
     # one row per cell (two seeds each: two cells per variant), each variant's own compile
     assert sorted((row.options, row.compile_s_median) for row in rows) == [
-        ("", 1.2), ("", 2.1), ("triton_gemv=True", 44.0), ("triton_gemv=True", 45.0)]
+        ("", 1.2), ("", 2.1), ("pdl=True", 44.0), ("pdl=True", 45.0)]
     scores = {row.options: row for row in p3_rows(perf_rows([*plain, *gemv]))}
     assert scores[""].median_compile_s == 1.65 and scores[""].productivity == 5
-    assert scores["triton_gemv=True"].median_compile_s == 44.5 and scores["triton_gemv=True"].productivity == 4
+    assert scores["pdl=True"].median_compile_s == 44.5 and scores["pdl=True"].productivity == 4
 
 
 def test_provenance_rows_per_env_and_gpu(results):

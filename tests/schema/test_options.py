@@ -1,11 +1,16 @@
-"""Options per workflow: a suite entry may set only the options its workflows read; the one record a job carries keeps
-the job ids stores were written with, and the hand-written kernels' jobs read as handtuned_decode's."""
+"""Options per workflow: a suite entry, a job and a job file may set only the options their workflow reads, and a job
+carries its workflow's own class; job ids stay those stores were written with."""
+
+import json
 
 import pytest
 from pydantic import ValidationError
 
-from mlcbench.schema import WORKFLOWS, JobSpec, SuiteEntry, WorkflowOptions
+from mlcbench.schema import WORKFLOWS, JobSpec, SuiteEntry
+from mlcbench.schema.legacy import LATER_OPTIONS
 from mlcbench.schema.options import OPTION_CLASSES
+
+EVERY_OPTION = {name: field for options in OPTION_CLASSES for name, field in options.model_fields.items()}
 
 # (workflow, options it reads set away from their defaults): one per catalog row with options
 READ = {
@@ -29,13 +34,16 @@ def entry(workflow: str, options: dict) -> SuiteEntry:
 def test_every_workflow_with_options_is_tested_and_every_option_read_by_one():
     assert set(READ) == {name for name, info in WORKFLOWS.items() if info.options.model_fields}
     read = {name for info in WORKFLOWS.values() for name in info.options.model_fields}
-    assert read == set(WorkflowOptions.model_fields)
+    assert read == set(EVERY_OPTION)
 
 
 @pytest.mark.parametrize("workflow", READ)
 def test_a_workflow_takes_the_options_it_reads_and_refuses_the_others(workflow):
-    assert entry(workflow, READ[workflow]).options.model_dump(exclude_defaults=True) == READ[workflow]
-    for name in WorkflowOptions.model_fields:
+    assert entry(workflow, READ[workflow]).options == READ[workflow]
+    job = JobSpec(model="llama-2layer", workflow=workflow, precision="fp32", batch_size=1, options=READ[workflow])
+    assert isinstance(job.options, WORKFLOWS[workflow].options)
+    assert job.options.model_dump(exclude_defaults=True) == READ[workflow]
+    for name in EVERY_OPTION:
         if name not in WORKFLOWS[workflow].options.model_fields:
             value = "default" if name == "compile_mode" else 1 if name == "min_block_size" else True
             with pytest.raises(ValidationError, match=rf"options\.{name}: {workflow} does not read it"):
@@ -84,16 +92,21 @@ STORED_IDS = [
 
 @pytest.mark.parametrize("workflow, batch, options, job_id", STORED_IDS)
 def test_job_ids_stay_those_stores_were_written_with(workflow, batch, options, job_id):
-    stored = JobSpec(model="llama2-7b", workflow=workflow, precision="fp16", batch_size=batch, options=options)
-    assert stored.job_id == job_id
     kernels = any(name.startswith("triton_") for name in options)
-    assert stored.workflow == ("handtuned_decode" if kernels else "torch_compile_decode")
-    # the same job written today, under its own row, is the stored one: a sweep resumes it
-    assert JobSpec(**{**stored.model_dump(), "workflow": stored.workflow}).job_id == job_id
-    assert JobSpec.model_validate_json(stored.model_dump_json()).job_id == job_id
-    # options given as the record itself, as a script builds them, are read the same way
-    assert JobSpec(model="llama2-7b", workflow=workflow, precision="fp16", batch_size=batch,
-                   options=WorkflowOptions(**options)).workflow == stored.workflow
+    today = "handtuned_decode" if kernels else workflow
+    job = JobSpec(model="llama2-7b", workflow=today, precision="fp16", batch_size=batch, options=options)
+    assert job.job_id == job_id
+    assert JobSpec.model_validate_json(job.model_dump_json()).job_id == job_id
+    if kernels:  # the kernels on torch_compile_decode, as a job or a job file gave them, are refused, not renamed
+        with pytest.raises(ValidationError, match="torch_compile_decode does not read it .*handtuned_decode reads it"):
+            JobSpec(model="llama2-7b", workflow=workflow, precision="fp16", batch_size=batch, options=options)
+
+
+@pytest.mark.parametrize("options", [{"triton_gemm": True}, {"io_binding": True}])
+def test_a_job_of_eager_refuses_any_option_with_the_suites_message(options):
+    name = next(iter(options))
+    with pytest.raises(ValidationError, match=rf"options\.{name}: eager does not read it \(its options: none"):
+        JobSpec(model="ffn-small", workflow="eager", precision="fp32", batch_size=1, options=options)
 
 
 def test_other_workflows_option_ids_stay():
@@ -106,12 +119,10 @@ def test_other_workflows_option_ids_stay():
     assert spec("torch_compile", "fp32", {"compile_mode": "max-autotune"}).job_id == "a65e390b8c2d51a7"
 
 
-def test_the_record_is_the_union_of_the_classes_and_each_option_means_one_thing():
-    fields = {}
+def test_each_option_means_one_thing_in_every_class_that_has_it():
     for options in OPTION_CLASSES:
         for name, field in options.model_fields.items():
-            assert fields.setdefault(name, field.annotation) == field.annotation, name
-    assert set(fields) == set(WorkflowOptions.model_fields)
+            assert EVERY_OPTION[name].annotation == field.annotation, name
 
 
 def test_the_decode_kernels_suite_keeps_its_job_ids_with_its_kernels_under_handtuned_decode():
@@ -129,5 +140,40 @@ def test_the_decode_kernels_suite_keeps_its_job_ids_with_its_kernels_under_handt
 
 
 def test_an_option_added_after_the_first_stores_defaults_to_none_so_unset_it_keeps_every_job_id():
-    assert WorkflowOptions.LATER and all(WorkflowOptions.model_fields[name].default is None
-                                         for name in WorkflowOptions.LATER)
+    assert LATER_OPTIONS and all(EVERY_OPTION[name].default is None for name in LATER_OPTIONS)
+
+
+@pytest.mark.parametrize("workflow, options, message", [
+    ("eager", {"triton_gemm": True}, "options.triton_gemm: eager does not read it (its options: none; "
+                                     "handtuned_decode reads it)"),
+    ("torch_compile_decode", {"triton_gemv": True}, "options.triton_gemv: torch_compile_decode does not read it"),
+])
+def test_a_job_file_line_with_an_option_its_workflow_does_not_read_is_a_job_file_error_not_a_rename(tmp_path, workflow,
+                                                                                                 options, message):
+    from mlcbench.workers.exchange import JobFileError, read_jobs
+
+    line = JobSpec(model="llama-2layer", workflow="eager", precision="fp32", batch_size=1).model_dump(mode="json")
+    path = tmp_path / "jobs.jsonl"
+    path.write_text(json.dumps({**line, "workflow": workflow, "options": options}) + "\n")
+    with pytest.raises(JobFileError) as refused:
+        read_jobs(path)
+    assert str(refused.value).startswith(f"{path}:1: field options: {message}")
+
+
+def test_the_command_line_reaches_handtuned_decode_with_option_and_a_wrong_option_is_exit_2(mlcbench):
+    done = mlcbench("sweep", "--model", "tinyllama-1.1b", "--workflow", "handtuned_decode", "--option",
+                    "triton_gemv=true", "--option", "pdl=true", "--plan")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "handtuned_decode [pdl=True, triton_gemv=True]" in done.stdout
+    wrong = mlcbench("sweep", "--model", "tinyllama-1.1b", "--workflow", "eager,handtuned_decode", "--option",
+                     "triton_gemv=true", "--plan")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip() == "error: --option: options.triton_gemv: eager does not read it (its options: none; " \
+                                   "handtuned_decode reads it)"
+    for bad, says in (("triton_gemv=maybe", "options.triton_gemv: Input should be a valid boolean"),
+                      ("triton_gemv", "expected NAME=VALUE")):
+        refused = mlcbench("sweep", "--model", "tinyllama-1.1b", "--workflow", "handtuned_decode", "--option", bad,
+                           "--plan")
+        assert refused.returncode == 2 and says in refused.stderr, refused.stderr
+    beside_a_suite = mlcbench("sweep", "--suite", "smoke", "--option", "pdl=true", "--plan")
+    assert beside_a_suite.returncode == 2 and "--option makes a grid of its own" in beside_a_suite.stderr

@@ -21,28 +21,31 @@ def test_job_id_changes_with_any_setting_but_not_the_timeout():
     base = job()
     assert job(batch_size=8).job_id != base.job_id
     assert job(precision="bf16").job_id != base.job_id
-    assert job(options={"io_binding": False}).job_id != base.job_id
+    assert job(workflow="onnxruntime", options={"io_binding": False}).job_id != job(workflow="onnxruntime").job_id
     assert job(timeout_s=5).job_id == base.job_id
 
 
-@pytest.mark.parametrize("option", ["fused_projections", "pdl", "triton_gemv", "triton_attention",
-                                    "prefill_graph", "triton_gemm"])
-def test_a_later_option_keeps_old_job_ids_while_unset_and_makes_another_cell_when_set(option):
-    base = job(workflow="torch_compile_decode", model="llama-2layer")
-    assert job(workflow="torch_compile_decode", model="llama-2layer", options={option: None}).job_id == base.job_id
+@pytest.mark.parametrize("workflow, option, others", [
+    ("torch_compile_decode", "fused_projections", {}), ("torch_compile_decode", "pdl", {}),
+    ("torch_compile_decode", "prefill_graph", {}), ("handtuned_decode", "triton_gemv", {"triton_attention": True}),
+    ("handtuned_decode", "triton_attention", {"triton_gemv": True}),
+    ("handtuned_decode", "triton_gemm", {"triton_gemv": True})])
+def test_a_later_option_keeps_old_job_ids_while_unset_and_makes_another_cell_when_set(workflow, option, others):
+    base = job(workflow=workflow, model="llama-2layer", options=others)
+    assert job(workflow=workflow, model="llama-2layer", options={**others, option: None}).job_id == base.job_id
     for value in (True, False):
-        variant = job(workflow="torch_compile_decode", model="llama-2layer", options={option: value})
+        variant = job(workflow=workflow, model="llama-2layer", options={**others, option: value})
         assert variant.job_id != base.job_id and variant.cell_settings != base.cell_settings
         assert variant.baseline_settings == base.baseline_settings  # eager of the same settings is its baseline
-        assert variant.label().endswith(f"[{option}={value}]")
+        assert f"{option}={value}" in variant.label()
         assert JobSpec.model_validate_json(variant.model_dump_json()).job_id == variant.job_id
 
 
 def test_a_jobs_label_names_the_options_set_away_from_their_defaults():
     assert job(workflow="onnxruntime").label() == "ffn-small/onnxruntime/fp32/b4"
-    optioned = job(workflow="onnxruntime", options={"io_binding": False, "min_block_size": 3})
-    assert optioned.label() == "ffn-small/onnxruntime/fp32/b4 [io_binding=False, min_block_size=3]"
-    assert optioned.workflow_label() == "onnxruntime [io_binding=False, min_block_size=3]"
+    optioned = job(workflow="torch_tensorrt", options={"min_block_size": 3, "fp32_accumulation": True})
+    assert optioned.label() == "ffn-small/torch_tensorrt/fp32/b4 [min_block_size=3, fp32_accumulation=True]"
+    assert optioned.workflow_label() == "torch_tensorrt [min_block_size=3, fp32_accumulation=True]"
 
 
 @pytest.mark.parametrize("bad", [{"unknown": 1}, {"batch_size": 0}, {"model": "gpt-5"}, {"precision": "int3"},

@@ -158,7 +158,8 @@ def test_one_token_steps_run_each_layers_attention_through_the_attention_kernel_
 
 @pytest.mark.parametrize("option", ["triton_gemv", "triton_attention", "prefill_graph", "triton_gemm"])
 def test_the_triton_kernels_and_the_prefill_graph_are_refused_off_a_cuda_gpu(tmp_path, option):
-    refused = run_job(job(options={option: True}), tmp_path)
+    workflow = "handtuned_decode" if option.startswith("triton_") else "torch_compile_decode"
+    refused = run_job(job(workflow=workflow, options={option: True}), tmp_path)
     assert refused.status == "unsupported" and option in refused.reason and "cpu" in refused.reason
 
 

@@ -103,7 +103,7 @@ class OnnxKVCacheRunner:
 def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> Prepared[OnnxKVCacheRunner]:
     path, input_names, output_names, exported = export_decoder(model, ctx)
     sess, opened = session(path, providers)
-    io_binding = ctx.job.options.io_binding
+    io_binding = ctx.options.io_binding
     runner = OnnxKVCacheRunner(sess, model, input_names, output_names, ctx.dtype, model.config.eos_token_id,
                                ctx.device if io_binding else torch.device("cpu"))
     decided = Applied(io_binding=io_binding, kv_cache="dynamic", dynamic_shapes=True,

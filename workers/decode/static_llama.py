@@ -24,10 +24,7 @@ import torch
 from torch import nn
 
 from mlcbench.schema.families import STATIC_DECODE_ARCHITECTURES
-
-
-class Unfit(ValueError):
-    """The model is not one this module implements; the message names its architecture and says why."""
+from mlcbench.workers.interface import Unfit
 
 
 ARCHITECTURES = STATIC_DECODE_ARCHITECTURES

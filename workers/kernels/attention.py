@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from mlcbench.workers.decode.static_llama import Unfit
+from mlcbench.workers.interface import Unfit
 
 # (positions per block, warps, stages) tried once per shape at its first call (the autotuning is kept on disk): the
 # first fits the benchmarks' 32 + 32 tokens in one block of 64; the last was the fastest of 27 at Llama-2 b64 on an

@@ -13,8 +13,8 @@ from mlcbench.schema.results import DeviceMethod, Setting
 PROFILED_CALLS = 10  # one profiler session each: a session costs far more than a call
 # GPU clock cycles the stream spins before each timed replay (about 0.5 ms at 2 GHz): the host queues the start event,
 # the replay and the end event meanwhile. Timed from an idle stream, the start event fired at once and the graph's
-# launch by the host (microseconds, more on a busy host) was timed with it: on the H100 of 2026-11-25 one process's
-# samples of a 0.135-ms call ran up to 0.270 ms while another sweep used the other half of the host's CPUs.
+# launch by the host (microseconds, more on a busy host) was timed with it: on an H100 one process's samples of a
+# 0.135-ms call ran up to 0.270 ms while another sweep used the other half of the host's CPUs.
 SPIN_CYCLES = 1_000_000
 
 

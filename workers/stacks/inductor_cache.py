@@ -108,17 +108,18 @@ def use_cache_folder(root: Path, device: "torch.device", shape: Optional[str] = 
     return folder
 
 
-def job_shape(job: "JobSpec") -> str:
+def job_shape(spec: "JobSpec") -> str:
     """An LLM job's precompile_shape: what the guards of its compiled decode check, and the options it compiles with
     (a package loads whole, whatever the options: one compiled without PDL must never serve a job that asks for it)."""
     # a checkpoint may differ from the catalog's config in what the guards see (its EOS ids, for one)
-    weights = hashlib.sha256(job.model_path.encode()).hexdigest()[:12] if job.model_path else "random"
+    weights = hashlib.sha256(spec.model_path.encode()).hexdigest()[:12] if spec.model_path else "random"
     # a suite's own model is named by its user: two configs under one name must not share compiled graphs
-    model = job.model if job.model_info is None else \
-        f"{job.model}-{hashlib.sha256(job.model_info.model_dump_json().encode()).hexdigest()[:12]}"
-    options = job.options.model_dump_json(exclude_defaults=True)
+    model = spec.model if spec.model_info is None else \
+        f"{spec.model}-{hashlib.sha256(spec.model_info.model_dump_json().encode()).hexdigest()[:12]}"
+    # the options as the workflow's own class holds them
+    options = spec.options.model_dump_json(exclude_defaults=True)
     variant = "" if options == "{}" else f"-options{hashlib.sha256(options.encode()).hexdigest()[:12]}"
-    return f"{model}-{weights}-{job.precision}-b{job.batch_size}-in{job.input_len}-out{job.output_len}{variant}"
+    return f"{model}-{weights}-{spec.precision}-b{spec.batch_size}-in{spec.input_len}-out{spec.output_len}{variant}"
 
 
 def compile_for_warm_start(fn: Callable, **compile_kwargs: Any) -> Callable:

@@ -23,7 +23,7 @@ def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> tuple[dict, Fr
     use_explicit_typing is the default (layers keep the model's dtypes) and passing enabled_precisions raises.
     use_fp32_acc needs explicit typing on the older versions too.
     """
-    options = ctx.job.options
+    options = ctx.options
     fp32_acc = bool(options.fp32_accumulation)
     settings: dict = {"min_block_size": options.min_block_size or 5, "use_python_runtime": False,
                       "use_fp32_acc": fp32_acc}

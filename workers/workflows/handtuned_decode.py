@@ -16,7 +16,7 @@ from mlcbench.workers.workflows.torch_compile_decode import TorchCompileDecode
 
 class HandtunedDecode(TorchCompileDecode):
     def kernels(self, model, ctx) -> Kernels:
-        options = ctx.job.options
+        options = ctx.options
         if ctx.device.type != "cuda":
             on = [name for name in HandtunedDecodeOptions.KERNELS if getattr(options, name)]
             raise Unsupported(f"{self.name}: {' and '.join(on)}: Triton kernels for CUDA GPUs; this job runs on "
@@ -27,7 +27,7 @@ class HandtunedDecode(TorchCompileDecode):
                        gemm_kernel=_gemm_kernel(ctx, pdl) if options.triton_gemm else None)
 
     def applied_kernels(self, ctx) -> Applied:
-        options = ctx.job.options
+        options = ctx.options
         return Applied(**{name: bool(getattr(options, name)) for name in HandtunedDecodeOptions.KERNELS})
 
 

@@ -19,7 +19,7 @@ class OnnxRuntime(Workflow):
         providers = _providers(ctx)
         path, exported = export_synthetic(module, inputs, ctx)
         sess, opened = session(path, providers)
-        run, bound = runner(sess, inputs, module(*inputs), ctx.job.options.io_binding)
+        run, bound = runner(sess, inputs, module(*inputs), ctx.options.io_binding)
         return Prepared(run).fold(exported, opened, bound)
 
     def prepare_llm(self, model, ctx):

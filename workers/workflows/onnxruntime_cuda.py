@@ -12,7 +12,7 @@ class OnnxRuntimeCUDA(Workflow):
         require_provider("CUDAExecutionProvider")
         path, exported = export_synthetic(module, inputs, ctx, dynamic_batch_and_sequence=True)
         sess, opened = session(path, [cuda_provider(ctx), "CPUExecutionProvider"])
-        run, bound = runner(sess, inputs, module(*inputs), ctx.job.options.io_binding)
+        run, bound = runner(sess, inputs, module(*inputs), ctx.options.io_binding)
         # the CUDA EP runs fp16 GEMMs with fp32 compute (cuBLAS 32F)
         return Prepared(run, Applied(accumulation="fp32")).fold(exported, opened, bound)
 

@@ -46,7 +46,7 @@ class OnnxRuntimeTensorRT(Workflow):
         providers = [("TensorrtExecutionProvider", trt_options),
                      ("CUDAExecutionProvider", {"device_id": ctx.device.index or 0}), "CPUExecutionProvider"]
         sess, opened = session(path, providers)
-        run, bound = runner(sess, inputs, module(*inputs), ctx.job.options.io_binding)
+        run, bound = runner(sess, inputs, module(*inputs), ctx.options.io_binding)
         # with fp16 enabled TensorRT may pick fp16-accumulating kernels: that alone can double a GeForce peak
         prepared = Prepared(run, Applied(accumulation="fp16" if fp16 else "fp32"),
                             notes={key: value for key, value in trt_options.items() if key != "device_id"})

@@ -16,12 +16,12 @@ from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 class TorchCompile(Workflow):
     def compile_module(self, module, inputs, ctx):
-        mode = ctx.job.options.compile_mode or "default"
+        mode = ctx.options.compile_mode or "default"
         return Prepared(torch.compile(module, mode=mode, dynamic=False),
                         Applied(backend="inductor", compile_mode=mode, dynamic_shapes=False))
 
     def prepare_llm(self, model, ctx):
-        mode = ctx.job.options.compile_mode or "default"
+        mode = ctx.options.compile_mode or "default"
         return Prepared(HFGenerateRunner(torch.compile(model, mode=mode)),
                         Applied(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,
                                 decode_loop="hf_generate"),

@@ -39,7 +39,7 @@ class TorchCompileDecode(Workflow):
         return Applied()
 
     def prepare_llm(self, model, ctx):
-        options = ctx.job.options
+        options = ctx.options
         fused, pdl = options.fused_projections is not False, bool(options.pdl)
         # a cell named +PDL whose kernels are the base's would be a mislabelled measurement
         why_no_pdl = pdl_unavailable(ctx.device) if pdl else None

@@ -11,7 +11,7 @@ from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 class TorchCompileForward(Workflow):
     def prepare_llm(self, model, ctx):
-        mode = ctx.job.options.compile_mode or "default"
+        mode = ctx.options.compile_mode or "default"
         model.forward = torch.compile(model.forward, mode=mode)
         return Prepared(HFGenerateRunner(model, disable_compile=True),
                         Applied(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,

@@ -42,7 +42,7 @@ class TorchCompileStatic(Workflow):
             yield caches
 
     def prepare_llm(self, model, ctx):
-        mode = ctx.job.options.compile_mode or "reduce-overhead"
+        mode = ctx.options.compile_mode or "reduce-overhead"
         config = CompileConfig(fullgraph=True, mode=mode)
         if ctx.device.type == "cpu":
             # generate() auto-compiles only on accelerators; this private switch lets the same recipe run on a CPU

@@ -1,7 +1,7 @@
 """handtuned_decode: the rows of torch_compile_decode jobs that ran mlcbench's own Triton kernels are that row's
 
 Before the hand-written kernels had a catalog row of their own, they were options of torch_compile_decode. The result
-JSON stays as stored (JobSpec reads such a job as handtuned_decode, and its job id stays); only the workflow column,
+JSON stays as stored (schema/legacy.py reads such a job as handtuned_decode, and its job id stays); only the workflow column,
 which the store's filters select on, follows it.
 
 Revision ID: 0005
