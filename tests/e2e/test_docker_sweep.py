@@ -67,7 +67,7 @@ def test_a_compiled_cell_runs_as_the_gpu_images_user_and_keeps_its_caches_in_the
     suite = tmp_path / "suite.toml"
     suite.write_text('name = "compiled"\ndescription = "one compiled cell, two processes"\n[[entries]]\n'
                      'models = ["ffn-small"]\nworkflows = ["torch_compile"]\nbatch_sizes = [1]\nwarmup = 0\n'
-                     'repeats = 1\nrepetition = { processes = 2, max_processes = 2 }\n')
+                     'repeats = 1\nrepetition = { processes = 2 }\n')
     db = f"sqlite:///{tmp_path / 'results.db'}"
     outcome = CliRunner().invoke(app, ["sweep", "--env", "cpu", "--gpu", "cpu", "--suite", str(suite), "--db", db,
                                        "--workdir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")])

@@ -12,7 +12,7 @@ workflows = ["torch_compile"]
 batch_sizes = [1]
 warmup = 0
 repeats = 1
-repetition = { processes = 1, max_processes = 1 }
+repetition = { processes = 1 }
 """
 
 
