@@ -275,10 +275,13 @@ step_sweeps() {
     mlcbench_ready  # installs the carried wheels once, before the sweeps start
     engine_ready
     local shares
-    if [ "$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)" -ge 2 ]; then
-        # the sweep's own split of the host's cores between two lanes (whole physical cores each)
-        mapfile -t shares < <(python3 -c 'from mlcbench.orchestrator.sweep.schedule import core_shares
-for share in core_shares(2): print(",".join(map(str, sorted(share))))')
+    local gpus
+    gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+    if [ "$gpus" -ge 2 ]; then
+        # the sweep's own split of the host's cores, one share per GPU (whole physical cores each): the two sides take
+        # GPUs 0 and 1 with their shares; on a larger host the other GPUs and their shares stay free for other work
+        mapfile -t shares < <(python3 -c 'import sys; from mlcbench.orchestrator.sweep.schedule import core_shares
+for share in core_shares(int(sys.argv[1])): print(",".join(map(str, sorted(share))))' "$gpus")
         start_sweeps "${shares[0]}" docker 0
         start_sweeps "${shares[1]}" local 1
     else
