@@ -284,6 +284,9 @@ class WorkflowInfo(StrictModel):
     # process before its first compile: started on a thread beside the model's build, so no compile waits for them
     # (workers/stacks/inductor_cache.py hash_installs_ahead)
     install_keys: bool = False
+    # LLMs: it runs eager's own kernels in eager's order, so logits bit-identical to eager's are what it computes, not
+    # a sign it handed back eager's output (Correctness.identical_to_reference); no row says so yet
+    runs_eager_kernels: bool = False
 
     def refusal(self, options: StrictModel) -> Optional[str]:
         """Why a job of this workflow cannot take these options as a job or suite file gives them (each one given

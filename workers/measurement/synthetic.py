@@ -8,7 +8,7 @@ import torch
 from mlcbench.schema import Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import compare_tensors
+from mlcbench.workers.measurement.correctness import CALL_TO_CALL_NOISE, as_torch, compare_tensors, with_timed_calls
 from mlcbench.workers.measurement.device_time import device_times
 from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.models import synthetic
@@ -30,6 +30,7 @@ class Synthetic(ModelKind[Callable[..., object]]):
 
     def use_reference(self, state: ReferenceState) -> None:
         self.expected = state["expected"].to(self.ctx.device)
+        self.timed_outputs: list[object] = []
 
     def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[Callable[..., object]]:
         return workflow.compile_module(self.model, self.inputs, ctx)
@@ -38,7 +39,32 @@ class Synthetic(ModelKind[Callable[..., object]]):
         return self.call(prepared)
 
     def check(self, output: object) -> Optional[Correctness]:
-        return None if self.expected is None else compare_tensors(output, self.expected, self.ctx.dtype)
+        if self.expected is None:
+            return None
+        # a copy: a workflow's CUDA graphs may write the next call's output into the same memory
+        self.checked_output = output.detach().clone() if isinstance(output, torch.Tensor) else output
+        return compare_tensors(output, self.expected, self.ctx.dtype)
+
+    def keep_timed(self, output: object) -> None:
+        checked = self.checked_output
+        if isinstance(output, torch.Tensor) and isinstance(checked, torch.Tensor):
+            # the difference's norm, a scalar left on the device (inf: another shape)
+            self.timed_outputs.append(torch.linalg.vector_norm(output - checked, dtype=torch.float32)
+                                      if output.shape == checked.shape else torch.tensor(float("inf")))
+        else:
+            self.timed_outputs.append(output)  # a JAX or NumPy array: immutable, compared after the calls
+
+    def check_timed(self, checked: Correctness) -> Correctness:
+        reference = as_torch(self.checked_output)
+        scale = torch.linalg.vector_norm(reference.double()).clamp_min(1e-30).item()
+        differences = [kept.item() / scale if isinstance(kept, torch.Tensor) and kept.dim() == 0
+                       else compare_tensors(kept, reference, self.ctx.dtype).rel_l2_error or float("inf")
+                       for kept in self.timed_outputs]
+        noise = CALL_TO_CALL_NOISE[self.ctx.dtype]
+        failed = [index for index, difference in enumerate(differences) if not difference <= noise]
+        why = (f"timed call {failed[0] + 1} differs from the checked call by {differences[failed[0]]:.3g} (relative "
+               f"L2; allowed {noise:.3g}, a rounding of {self.ctx.job.precision})") if failed else ""
+        return with_timed_calls(checked, len(differences), len(failed), why)
 
     def call(self, prepared: Prepared[Callable[..., object]]) -> Callable[[], object]:
         runner, inputs = prepared.runner, self.inputs

@@ -43,13 +43,16 @@ CLOCK_READINGS = 10  # NVML readings per process's timed calls, spread evenly ov
 
 def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
                sync: Optional[Callable[[object], None]] = None,
-               read_clocks: Optional[Callable[[], Optional[Clocks]]] = None) -> Timing:
+               read_clocks: Optional[Callable[[], Optional[Clocks]]] = None,
+               after_each: Optional[Callable[[object], None]] = None) -> Timing:
     """Median and spread of `repeats` calls of fn after `warmup` calls.
 
     On CUDA each call sits between two events on the current stream; `sync` blocks on results that live outside
     torch's stream (XLA, ONNX Runtime) before the end event is read. `read_clocks` is called during some of the timed
     calls: after the end event is queued and before waiting for it (a call that does not block is still running on
     the GPU then, and the events' interval is already fixed, so the reading costs the figure nothing).
+    `after_each` is handed each timed call's output outside its timed interval (on CUDA its work queues after the end
+    event, before the next call's start).
     """
     for _ in range(warmup):
         _finish(fn(), cuda, sync)
@@ -73,11 +76,16 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
                     clocks.append(reading)
             end.synchronize()
             samples.append(start.elapsed_time(end))
+            if after_each is not None:
+                after_each(out)
         return for_this_process(summarize(samples, "cuda_events"), clocks=clocks)
     for _ in range(repeats):
         begin = time.perf_counter()
-        _finish(fn(), cuda, sync)
+        out = fn()
+        _finish(out, cuda, sync)
         samples.append((time.perf_counter() - begin) * 1e3)
+        if after_each is not None:
+            after_each(out)
     return summarize(samples, "perf_counter")
 
 
