@@ -285,7 +285,8 @@ class WorkflowInfo(StrictModel):
     # (workers/stacks/inductor_cache.py hash_installs_ahead)
     install_keys: bool = False
     # LLMs: it runs eager's own kernels in eager's order, so logits bit-identical to eager's are what it computes, not
-    # a sign it handed back eager's output (Correctness.identical_to_reference); no row says so yet
+    # a sign it handed back eager's output (Correctness.identical_to_reference): torch_compile, whose LLM recipe calls
+    # generate() on the model itself, past the compiled wrapper (compiled nothing: no verdict, no P3 score either)
     runs_eager_kernels: bool = False
 
     def refusal(self, options: StrictModel) -> Optional[str]:
@@ -330,7 +331,7 @@ _ORT = ("onnxruntime", "onnxscript")
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
-    WorkflowInfo(name="torch_compile", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
+    WorkflowInfo(name="torch_compile", dynamo=True, options=TorchCompileOptions, **_INDUCTOR, runs_eager_kernels=True,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
     WorkflowInfo(name="torch_compile_forward", dynamo=True, options=TorchCompileOptions, **_INDUCTOR,

@@ -176,8 +176,9 @@ def test_a_bug_confined_to_one_row_fails_at_b16_where_pooling_the_rows_would_pas
 
 def _check(chosen, ref_logits, expected, gold=None, dtype=torch.float32):
     output = Generation(tokens=torch.tensor(chosen), step_logits=ref_logits)
+    # eager's own logits, as from a workflow that declares it runs eager's kernels (else bit-identical logits fail)
     return compare_teacher_forced(output, Generation(tokens=torch.tensor(expected), step_logits=ref_logits), dtype,
-                                  gold)
+                                  gold, runs_eager_kernels=True)
 
 
 def test_a_differing_token_passes_only_within_eagers_own_noise_there():
@@ -250,3 +251,14 @@ def test_a_compiled_workflow_without_a_bug_passes_in_bf16(tmp_path, workflow):
     check = result.correctness
     assert check.passed and check.calls_checked == 2 and check.tokens_beyond_noise == 0
     assert result.metrics.applied.compiled_graphs >= 1 and "fp32" in check.note
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_eagers_own_logits_fail_the_check_unless_the_workflow_runs_eagers_kernels(precision):
+    _, _, reference, gold = eager(precision, 2)
+    handed_back = compare_teacher_forced(reference, reference, DTYPES[precision], gold)
+    assert not handed_back.passed and handed_back.identical_to_reference and handed_back.max_abs_diff == 0.0
+    declared = compare_teacher_forced(reference, reference, DTYPES[precision], gold, runs_eager_kernels=True)
+    assert declared.passed and not declared.identical_to_reference
+    output, _, _ = forced_run(precision, 2)  # the loop's own kernels: never bit for bit eager's
+    assert not compare_teacher_forced(output, reference, DTYPES[precision], gold).identical_to_reference
