@@ -15,6 +15,10 @@ from mlcbench.workers.models import synthetic
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext
 
 
+# devices whose ops run as they are issued (an XLA tensor's wait for the next graph)
+EAGER = ("cpu", "cuda")
+
+
 class Synthetic(ModelKind[Callable[..., object]]):
     memory_counts_build = False
     applied_defaults = {"accumulation": "fp32"}  # PyTorch's own matmuls accumulate in fp32
@@ -30,7 +34,8 @@ class Synthetic(ModelKind[Callable[..., object]]):
 
     def use_reference(self, state: ReferenceState) -> None:
         self.expected = state["expected"].to(self.ctx.device)
-        self.timed_outputs: list[object] = []
+        # per timed call, its output's relative difference from the checked call's (None: another shape)
+        self.timed_differences: list[Callable[[], Optional[float]]] = []
 
     def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[Callable[..., object]]:
         return workflow.compile_module(self.model, self.inputs, ctx)
@@ -47,23 +52,30 @@ class Synthetic(ModelKind[Callable[..., object]]):
 
     def keep_timed(self, output: object) -> None:
         checked = self.checked_output
-        if isinstance(output, torch.Tensor) and isinstance(checked, torch.Tensor):
-            # the difference's norm, a scalar left on the device (inf: another shape)
-            self.timed_outputs.append(torch.linalg.vector_norm(output - checked, dtype=torch.float32)
-                                      if output.shape == checked.shape else torch.tensor(float("inf")))
+        if isinstance(output, torch.Tensor) and isinstance(checked, torch.Tensor) and output.device.type in EAGER \
+                and output.shape == checked.shape:
+            # the difference's norm, a scalar left on the device, computed now: the next call may write its output
+            # into the same memory (CUDA graphs, ONNX Runtime's bound outputs)
+            norm = torch.linalg.vector_norm(output - checked, dtype=torch.float32)
+            self.timed_differences.append(lambda: norm.item() / max(torch.linalg.vector_norm(
+                checked, dtype=torch.float64).item(), 1e-30))
         else:
-            self.timed_outputs.append(output)  # a JAX or NumPy array: immutable, compared after the calls
+            # a JAX or NumPy array (immutable), an XLA tensor (an op on it would run inside the next timed call) or
+            # another shape (None): compared after the calls
+            self.timed_differences.append(
+                lambda: compare_tensors(output, as_torch(checked), self.ctx.dtype).rel_l2_error)
 
     def check_timed(self, checked: Correctness) -> Correctness:
-        reference = as_torch(self.checked_output)
-        scale = torch.linalg.vector_norm(reference.double()).clamp_min(1e-30).item()
-        differences = [kept.item() / scale if isinstance(kept, torch.Tensor) and kept.dim() == 0
-                       else compare_tensors(kept, reference, self.ctx.dtype).rel_l2_error or float("inf")
-                       for kept in self.timed_outputs]
+        differences = [difference() for difference in self.timed_differences]
         noise = CALL_TO_CALL_NOISE[self.ctx.dtype]
-        failed = [index for index, difference in enumerate(differences) if not difference <= noise]
-        why = (f"timed call {failed[0] + 1} differs from the checked call by {differences[failed[0]]:.3g} (relative "
-               f"L2; allowed {noise:.3g}, a rounding of {self.ctx.job.precision})") if failed else ""
+        failed = [index for index, difference in enumerate(differences)
+                  if difference is None or not difference <= noise]  # another shape, NaN or beyond noise
+        why = ""
+        if failed:
+            difference = differences[failed[0]]
+            why = (f"timed call {failed[0] + 1} differs from the checked call by "
+                   f"{'its shape' if difference is None else f'{difference:.3g} (relative L2)'}; allowed "
+                   f"{noise:.3g}, a rounding of {self.ctx.job.precision}")
         return with_timed_calls(checked, len(differences), len(failed), why)
 
     def call(self, prepared: Prepared[Callable[..., object]]) -> Callable[[], object]:
