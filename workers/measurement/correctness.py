@@ -38,6 +38,9 @@ def compare_tensors(output: object, reference: torch.Tensor, dtype: torch.dtype)
 # kernel, about a rounding of the dtype for one whose reductions run in another order from call to call (atomics,
 # split-K); a wrong result differs by more
 CALL_TO_CALL_NOISE = {torch.float32: 2.0 ** -16, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
+# devices whose ops run as they are issued: on an XLA tensor an op kept for after the timed calls would run inside the
+# next one's graph
+EAGER_DEVICES = ("cpu", "cuda")
 
 
 def with_timed_calls(checked: Correctness, calls: int, failed: int, why: str, **fields: object) -> Correctness:

@@ -11,7 +11,7 @@ import torch
 from mlcbench.schema import WORKFLOWS, Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import (compare_free_running, compare_greedy_tokens,
+from mlcbench.workers.measurement.correctness import (EAGER_DEVICES, compare_free_running, compare_greedy_tokens,
                                                       compare_teacher_forced, with_timed_calls)
 from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.measurement.timing import time_calls, timed_once
@@ -76,7 +76,9 @@ class LLM(ModelKind[LLMRunner]):
                                       runs_eager_kernels=info is not None and info.runs_eager_kernels)
 
     def keep_timed(self, output: Generation) -> None:
-        self.timed_tokens.append(output.tokens.clone())  # a loop may return the same buffer every call
+        tokens = output.tokens
+        # a loop may return the same buffer every call (an XLA tensor is never written again)
+        self.timed_tokens.append(tokens.clone() if tokens.device.type in EAGER_DEVICES else tokens)
 
     def check_timed(self, checked: Correctness) -> Correctness:
         failed, compared, why = compare_free_running(self.timed_tokens, self.reference_generation, self.ctx.dtype,

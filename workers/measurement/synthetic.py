@@ -8,15 +8,11 @@ import torch
 from mlcbench.schema import Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import CALL_TO_CALL_NOISE, as_torch, compare_tensors, with_timed_calls
+from mlcbench.workers.measurement.correctness import CALL_TO_CALL_NOISE, EAGER_DEVICES, as_torch, compare_tensors, with_timed_calls
 from mlcbench.workers.measurement.device_time import device_times
 from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.models import synthetic
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext
-
-
-# devices whose ops run as they are issued (an XLA tensor's wait for the next graph)
-EAGER = ("cpu", "cuda")
 
 
 class Synthetic(ModelKind[Callable[..., object]]):
@@ -52,7 +48,7 @@ class Synthetic(ModelKind[Callable[..., object]]):
 
     def keep_timed(self, output: object) -> None:
         checked = self.checked_output
-        if isinstance(output, torch.Tensor) and isinstance(checked, torch.Tensor) and output.device.type in EAGER \
+        if isinstance(output, torch.Tensor) and isinstance(checked, torch.Tensor) and output.device.type in EAGER_DEVICES \
                 and output.shape == checked.shape:
             # the difference's norm, a scalar left on the device, computed now: the next call may write its output
             # into the same memory (CUDA graphs, ONNX Runtime's bound outputs)
