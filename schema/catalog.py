@@ -298,6 +298,10 @@ class WorkflowInfo(StrictModel):
     # what its compile into an empty cache typically takes (None: it compiles nothing, eager); a row built on another
     # without one of its own takes that one's (typical_compile)
     compile_cost: Optional[TypicalCompile] = None
+    # LLMs: it runs eager's own kernels in eager's order, so logits bit-identical to eager's are what it computes, not
+    # a sign it handed back eager's output (Correctness.identical_to_reference): torch_compile, whose LLM recipe calls
+    # generate() on the model itself, past the compiled wrapper (compiled nothing: no verdict, no P3 score either)
+    runs_eager_kernels: bool = False
 
     def read_options(self, given: Mapping[str, Any]) -> Options:
         """The options a job, suite entry or command line gives (each one given counts, whatever its value) as this
@@ -356,7 +360,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
     WorkflowInfo(name="torch_compile", compile_cost=_compiles(15),
-                 dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
+                 dynamo=True, options=TorchCompileOptions, **_INDUCTOR, runs_eager_kernels=True,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
     WorkflowInfo(name="torch_compile_forward", compile_cost=_compiles(30),

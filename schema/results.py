@@ -80,11 +80,26 @@ class Correctness(StrictModel):
     calls_checked: Optional[int] = Field(
         None, description="LLM: calls this process checked: its first, and one after its timed calls on the caches "
                           "they used (None: stored before the second)")
+    timed_calls_checked: Optional[int] = Field(
+        None, ge=0, description="timed calls whose own outputs were compared with the checked call's (synthetic: the "
+                                "whole output; LLM: its free-running tokens against eager's) (None: stored before)")
+    timed_calls_failed: Optional[int] = Field(
+        None, ge=0, description="of those, the calls that differed (any fails the check)")
+    free_running_tokens: Optional[int] = Field(
+        None, ge=0, description="LLM: the tokens of each timed call compared with eager's free-running ones: in each "
+                                "row, the steps before eager's first whose top-2 margin is within numerical noise")
+    identical_to_reference: Optional[bool] = Field(
+        None, description="LLM: every logit bit-identical to eager's, which no compiled path computes unless its "
+                          "catalog row says it runs eager's kernels (runs_eager_kernels): the check fails")
     note: Optional[str] = None
     max_abs_diff: Optional[float] = None
     rel_l2_error: Optional[float] = None
     cosine: Optional[float] = None
-    token_agreement: Optional[float] = Field(None, ge=0, le=1)
+    token_agreement: Optional[float] = Field(None, ge=0, le=1, description=(
+        "LLM: the share of the workflow's own token choices that are eager's (teacher-forced results stored before "
+        "token_agreement_within_noise existed gave that share here)"))
+    token_agreement_within_noise: Optional[float] = Field(None, ge=0, le=1, description=(
+        "LLM, teacher_forced: the share of its token choices that are eager's or within eager's numerical noise there"))
     tolerance: float
     passed: bool
     # a cell's check combines its processes' own checks: it passes only when every process passed

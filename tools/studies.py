@@ -78,6 +78,9 @@ class Manifest(StrictModel):
     date: date
     commit: str
     command: str  # what reproduces the store
+    # the correctness check its cells were judged by (a store keeps the verdicts of the check that ran; re-judging
+    # under a later one means measuring again)
+    check: str
     store: str = "store.db"
     report: str = "report.md"
     figure: Figure
@@ -155,7 +158,7 @@ def index(root: Path = STUDIES) -> str:
         versions = ", ".join(f"{package} {version}" for package, version in manifest.versions.items())
         lines += [f"## [{name}](studies/{name}/)", "", f"**{manifest.question}**", "", manifest.answer, "",
                   f"- measured: {manifest.gpu}, {manifest.host}; {versions}; {manifest.date}, commit {manifest.commit}",
-                  f"- reproduce: `{manifest.command}`",
+                  f"- reproduce: `{manifest.command}`", f"- judged by: {manifest.check}",
                   f"- store: [`{manifest.store}`](studies/{name}/{manifest.store}), report: "
                   f"[`{manifest.report}`](studies/{name}/{manifest.report})", ""]
     return "\n".join(lines)

@@ -87,8 +87,11 @@ class FlatRow:
     processes_failed: Optional[int]
     cosine: Optional[float]
     rel_l2_error: Optional[float]
-    token_agreement: Optional[float]
+    token_agreement: Optional[float]  # raw: the share of the workflow's own token choices that are eager's
+    token_agreement_within_noise: Optional[float]  # eager's, or within eager's numerical noise there
     tokens_beyond_noise: Optional[int]
+    timed_calls_failed: Optional[int]  # timed calls whose own output differed from the checked call's
+    identical_to_reference: Optional[bool]  # every logit bit-identical to eager's (suspect: the check failed)
     graph_breaks: Optional[int]
     recompiles: Optional[int]
     torch: Optional[str]
@@ -157,6 +160,9 @@ def flat_row(result: Result) -> FlatRow:
         processes_failed=check.processes_failed if check else None,
         cosine=check.cosine if check else None, rel_l2_error=check.rel_l2_error if check else None,
         token_agreement=check.token_agreement if check else None,
+        token_agreement_within_noise=check.token_agreement_within_noise if check else None,
+        timed_calls_failed=check.timed_calls_failed if check else None,
+        identical_to_reference=check.identical_to_reference if check else None,
         tokens_beyond_noise=check.tokens_beyond_noise if check else None, graph_breaks=metrics.graph_breaks,
         recompiles=metrics.recompiles, torch=provenance.packages.get("torch"),
         transformers=provenance.packages.get("transformers"), gpu_name=gpu.name if gpu else None,

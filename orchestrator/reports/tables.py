@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from mlcbench.orchestrator.reports.data import deciding_timing, joules_per_unit, wide
+from mlcbench.orchestrator.reports.data import deciding_timing, joules_per_unit, not_compiled, wide
 from mlcbench.orchestrator.reports.fmt import estimate, printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
@@ -59,6 +59,14 @@ def results_table(results: Iterable[Result], title: str = "results") -> ResultsT
     return ResultsTable(results, title)
 
 
+NOT_COMPILED = " (not compiled)"
+
+
+def _compiled_nothing(result: Result) -> bool:
+    """An ok result of a torch.compile workflow that compiled nothing: it ran eager code (as reports say too)."""
+    return result.status == "ok" and not_compiled(result)
+
+
 def _model(job: JobSpec) -> str:
     """The model, and the checkpoint whose weights it ran with (random weights go unsaid)."""
     return f"{job.model} (weights {job.model_path})" if job.model_path else job.model
@@ -83,7 +91,8 @@ def wide_table(results: list[Result], title: str) -> Table:
         style = terminal_style(result.status)
         table.add_row(
             _stored(result.provenance.gpu_tag or ""), _stored(result.provenance.env or ""), _stored(_model(job)),
-            _stored(job.workflow_label()), job.precision, str(job.batch_size), f"[{style}]{result.status}[/]",
+            _stored(job.workflow_label()), job.precision, str(job.batch_size),
+            f"[{style}]{result.status}[/]{NOT_COMPILED if _compiled_nothing(result) else ''}",
             _median(metrics.latency), _throughput(result), *([_energy(result)] if energy else []),
             _num(metrics.compile_s), correct, _stored((result.reason or "")[:80]),
         )
@@ -110,6 +119,8 @@ def compact_table(results: list[Result], title: str) -> Table:
         status = Text(result.status, style=terminal_style(result.status))
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")
+        if _compiled_nothing(result):
+            status.append(NOT_COMPILED)
         figure = _throughput(result) or (f"{_num(metrics.latency.median_ms, 3)} ms" if metrics.latency else "")
         if _energy(result):
             figure += f"\n{_energy(result)}"

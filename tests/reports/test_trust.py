@@ -214,3 +214,22 @@ def test_the_fastest_line_says_two_workflows_are_the_same_only_where_the_interva
                                                   [[1.0, 1.0], [1.2, 1.2], [0.85, 0.85]], **CHECKED))))
     [verdict] = wide[0].fastest
     assert verdict.workflow is None and "within noise" in verdict.text and "equal within" not in verdict.text
+
+
+def test_a_cell_that_compiled_nothing_says_so_in_results_and_scores_nothing_in_p3():
+    from rich.console import Console
+
+    from mlcbench.orchestrator.reports.sections.p3 import p3_rows
+    from mlcbench.orchestrator.reports.tables import results_table
+
+    eager = make_result("tinyllama-1.1b", "eager", 1, "h100", "local", tokens_per_s=50.0)
+    compiled = make_result("tinyllama-1.1b", "torch_compile", 1, "h100", "local", tokens_per_s=80.0, passed=True,
+                           compile_s=20.0)
+    nothing = _with(compiled, metrics=compiled.metrics.model_copy(update={
+        "applied": compiled.metrics.applied.model_copy(update={"compiled_graphs": 0})}))
+    for width in (80, 250):  # the compact table and the wide one
+        console = Console(width=width, record=True)
+        console.print(results_table([eager, nothing]))
+        assert console.export_text().count("(not compiled)") == 1
+    (p3,) = [row for row in p3_rows(perf_rows([eager, nothing])) if row.workflow == "torch_compile"]
+    assert p3.productivity is None and p3.performance is None and p3.cells_ran == 0 and p3.gpus_ran == ()

@@ -1,9 +1,10 @@
 """The teacher-forced check against bugs planted in the decode loop's code (workers/decode/static_llama.py, run
 uncompiled: Inductor on this CPU takes ~90 s a shape; test_teacher_forcing.py runs the compiled graphs on the same
 loop): each must fail it in fp32 and bf16, at batch 1, 2 and 16, while the loop without a bug passes. Each bug is in
-the decode step only (the prefill stays right: the check must see the decode step), on a tiny Llama whose q/k
-projections are scaled up: at Llama's initialisation, attention over random weights is near-uniform and a position
-error barely changes the logits (a RoPE off by one moved them 0.3 % in fp32, below bf16's own rounding)."""
+the decode step only (the prefill stays right: the check must see the decode step), on a tiny Llama built as every
+sweep builds it: its q/k projections scaled up (models/llm.py, peaked_attention), since at Llama's initialisation
+attention over random weights is near-uniform and a position error barely changes the logits (a RoPE off by one moved
+them 0.3 % in fp32, below bf16's own rounding)."""
 
 import functools
 
@@ -26,7 +27,6 @@ TINY = llm_from_hf_config({
     "model_type": "llama", "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 128,
     "rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False}, "fp32")
-QK_SCALE = 4.0
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -40,9 +40,6 @@ def eager(precision: str, batch: int):
     """The model, its prompt, eager's teacher-forcing reference and (half precision) eager's logits in fp32."""
     job, dtype = tiny_job(precision, batch), DTYPES[precision]
     model = llm_models.build(TINY, job, dtype, torch.device("cpu"))
-    for layer in model.model.layers:
-        layer.self_attn.q_proj.weight.data *= QK_SCALE
-        layer.self_attn.k_proj.weight.data *= QK_SCALE
     prompt = llm_models.prompt_ids(TINY, job, torch.device("cpu"))
     with torch.no_grad():
         reference = HFGenerateRunner(model, disable_compile=True).generate(prompt, OUTPUT_LEN, with_logits=True)
@@ -179,8 +176,9 @@ def test_a_bug_confined_to_one_row_fails_at_b16_where_pooling_the_rows_would_pas
 
 def _check(chosen, ref_logits, expected, gold=None, dtype=torch.float32):
     output = Generation(tokens=torch.tensor(chosen), step_logits=ref_logits)
+    # eager's own logits, as from a workflow that declares it runs eager's kernels (else bit-identical logits fail)
     return compare_teacher_forced(output, Generation(tokens=torch.tensor(expected), step_logits=ref_logits), dtype,
-                                  gold)
+                                  gold, runs_eager_kernels=True)
 
 
 def test_a_differing_token_passes_only_within_eagers_own_noise_there():
@@ -189,14 +187,15 @@ def test_a_differing_token_passes_only_within_eagers_own_noise_there():
     # without an fp32 reference: the noise at a row is its tolerance (1e-3 in fp32) times its largest logit
     assert _check([[0], [3]], ref, [[0], [3]]).passed
     beyond = _check([[0], [2]], ref, [[0], [3]])  # eager's margin 0.1, far beyond 2 x 1e-3 x 2.9
-    assert not beyond.passed and beyond.tokens_beyond_noise == 1 and beyond.token_agreement == 0.5
+    assert not beyond.passed and beyond.tokens_beyond_noise == 1 and beyond.token_agreement_within_noise == 0.5
     assert beyond.worst_token_margin == pytest.approx(0.1 / (2 * 1e-3 * 2.9))
     assert beyond.rel_l2_error == 0.0  # the logits alone would have passed it
     # with one: eager's largest logit error against fp32 at that row and step, times GOLD_MULTIPLIER, twice
     gold = ref.clone()
     gold[1, 0, 0] += 0.03  # eager 0.03 from fp32 in row 1: a margin up to 2 x GOLD_MULTIPLIER x 0.03 is noise
     within = _check([[0], [2]], ref, [[0], [3]], gold, torch.bfloat16)
-    assert within.passed and within.tokens_beyond_noise == 0 and within.token_agreement == 1.0
+    assert within.passed and within.tokens_beyond_noise == 0 and within.token_agreement_within_noise == 1.0
+    assert within.token_agreement == 0.5  # raw: one of its two choices is not eager's
     assert within.worst_token_margin == pytest.approx(0.1 / (2 * GOLD_MULTIPLIER * 0.03))
     gold[1, 0, 0] = 0.02  # eager 0.02 from fp32 there: 0.1 > 2 x 2 x 0.02
     assert not _check([[0], [2]], ref, [[0], [3]], gold, torch.bfloat16).passed
@@ -252,3 +251,14 @@ def test_a_compiled_workflow_without_a_bug_passes_in_bf16(tmp_path, workflow):
     check = result.correctness
     assert check.passed and check.calls_checked == 2 and check.tokens_beyond_noise == 0
     assert result.metrics.applied.compiled_graphs >= 1 and "fp32" in check.note
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_eagers_own_logits_fail_the_check_unless_the_workflow_runs_eagers_kernels(precision):
+    _, _, reference, gold = eager(precision, 2)
+    handed_back = compare_teacher_forced(reference, reference, DTYPES[precision], gold)
+    assert not handed_back.passed and handed_back.identical_to_reference and handed_back.max_abs_diff == 0.0
+    declared = compare_teacher_forced(reference, reference, DTYPES[precision], gold, runs_eager_kernels=True)
+    assert declared.passed and not declared.identical_to_reference
+    output, _, _ = forced_run(precision, 2)  # the loop's own kernels: never bit for bit eager's
+    assert not compare_teacher_forced(output, reference, DTYPES[precision], gold).identical_to_reference

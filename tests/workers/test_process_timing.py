@@ -71,6 +71,26 @@ def test_clocks_are_read_inside_the_timed_calls_after_the_end_event_is_queued(mo
     assert all(call.split() == ["record", "record", "clocks"] for call in with_clocks)
 
 
+@pytest.mark.parametrize("cuda", [True, False])
+def test_each_timed_calls_output_is_handed_over_after_its_timed_interval_and_warm_ups_are_not(monkeypatch, cuda):
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: _FakeEvent.log.append("synchronize all"))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: _FakeEvent.log.append("clock") or 0.0)
+    _FakeEvent.log = []
+    calls = iter(range(5))
+
+    def call():
+        number = next(calls)
+        _FakeEvent.log.append(f"call {number}")
+        return number
+    timing.time_calls(call, 2, 3, cuda=cuda, after_each=lambda output: _FakeEvent.log.append(f"kept {output}"))
+    kept = [entry for entry in _FakeEvent.log if entry.startswith("kept")]
+    assert kept == ["kept 2", "kept 3", "kept 4"]  # the timed calls', in order; none of the warm-up's
+    for number in (2, 3, 4):  # after the call's interval closed: its end event synchronised, its clock read
+        before = _FakeEvent.log[_FakeEvent.log.index(f"call {number}"):_FakeEvent.log.index(f"kept {number}")]
+        assert before[-1] == ("synchronize" if cuda else "clock"), before
+
+
 def test_device_time_falls_back_to_the_profiler_and_says_why(monkeypatch):
     def refuse(fn, repeats):
         raise RuntimeError("operation not permitted when stream is capturing")

@@ -137,13 +137,45 @@ def test_missing_tensorrt_llm_is_unsupported(monkeypatch, tmp_path):
     assert "tensorrt_llm not importable" in result.reason
 
 
-def test_tokens_only_comparison_needs_every_first_token():
+def test_tokens_only_comparison_needs_every_step_before_eagers_first_near_tie():
+    from mlcbench.workers.interface import Generation
     from mlcbench.workers.measurement.correctness import compare_greedy_tokens
 
-    reference = torch.tensor([[5, 6, 7], [8, 9, 10]])
-    late_split = compare_greedy_tokens(torch.tensor([[5, 6, 0], [8, 9, 10]]), reference, "no hook")
-    assert late_split.passed and late_split.token_agreement == pytest.approx(5 / 6)
-    assert late_split.method == "greedy_prefix" and "no hook" in late_split.note
-    first_differs = compare_greedy_tokens(torch.tensor([[5, 6, 7], [1, 9, 10]]), reference, "no hook")
-    assert not first_differs.passed
-    assert not compare_greedy_tokens(reference[:, :2], reference, "no hook").passed
+    # eager's logits: rows 0 and 1 clear at steps 0 and 1; row 0 at a near-tie at step 2 (margin 1e-4, within the
+    # fp32 noise of 1e-3 x its largest logit, twice), row 1 clear there too
+    logits = torch.zeros(2, 3, 11, dtype=torch.float64)
+    for row, tokens in enumerate([[5, 6, 7], [8, 9, 10]]):
+        for step, token in enumerate(tokens):
+            logits[row, step, token] = 1.0
+    logits[0, 2, 0] = 1.0 - 1e-4
+    reference = Generation(torch.tensor([[5, 6, 7], [8, 9, 10]]), logits)
+
+    def check(tokens):
+        return compare_greedy_tokens(torch.tensor(tokens), reference, torch.float32, None, "no hook")
+    near_tie = check([[5, 6, 0], [8, 9, 10]])
+    assert near_tie.passed and near_tie.token_agreement == pytest.approx(5 / 6)
+    assert near_tie.method == "greedy_prefix" and "no hook" in near_tie.note and near_tie.free_running_tokens == 5
+    assert not check([[5, 6, 7], [1, 9, 10]]).passed
+    second_step = check([[5, 0, 7], [8, 9, 10]])  # the first token right, a later certain one not
+    assert not second_step.passed and "row 0, step 1" in second_step.note
+    assert not check([[8, 9, 10], [8, 9, 1]]).passed
+    assert not compare_greedy_tokens(reference.tokens[:, :2], reference, torch.float32, None, "no hook").passed
+
+
+def test_a_loop_wrong_after_its_first_token_fails_the_tokens_only_check(fake_trtllm, tmp_path):
+    """The stand-in TensorRT-LLM right at the first token of every row, one more than eager's at the second."""
+    fake_trtllm("1.1.0")
+    package = sys.modules["tensorrt_llm"]
+    generate = package.LLM.generate
+
+    def wrong_second_token(self, prompts, params, use_tqdm=True):
+        outputs = generate(self, prompts, params, use_tqdm)
+        for output in outputs:
+            ids = output.outputs[0].token_ids
+            if len(ids) > 1:
+                ids[1] = (ids[1] + 1) % 512  # llama-2layer's vocabulary
+        return outputs
+    package.LLM.generate = wrong_second_token
+    result = run_job(_job(), tmp_path)
+    assert result.status == "ok", result.error
+    assert not result.correctness.passed and "step 1" in result.correctness.note

@@ -1,8 +1,8 @@
 """The steps every model kind's measurement shares: the workflow's compiler imported (compiler_import_s) and the
 hashes of the installs its caches are keyed by started on a thread (install_keys_s), the model built (load_s), eager's
 reference, the workflow's preparation and first call inside its `compiling` block (together the compile cost, with
-what dynamo compiled there), the check of that first call against eager, the timed calls, the check of one call after them, and the memory peaks
-through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
+what dynamo compiled there), the check of that first call against eager, the timed calls (each one's output compared with the checked call's
+after they all ran), the check of one call after them, and the memory peaks through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
 differs: how its model is built and called, what its check compares, and the figures of its kind. Both kinds record
 the same compile facts."""
 
@@ -86,6 +86,16 @@ class ModelKind(ABC, Generic[Runs]):
         """One timed call."""
 
     @abstractmethod
+    def keep_timed(self, output: object) -> None:
+        """A timed call's output, handed over outside its timed interval: what check_timed compares is kept on the
+        device (no synchronisation: the next call starts as soon as it would have)."""
+
+    @abstractmethod
+    def check_timed(self, checked: Correctness) -> Correctness:
+        """The checked calls' correctness with every timed call's own output compared with what was checked (the
+        timed call is the call checked): any that differs fails it."""
+
+    @abstractmethod
     def after_timed_calls(self, prepared: Prepared[Runs], latency: Timing, notes: dict[str, Setting]) -> KindFigures:
         """This kind's figures, from the timed calls and calls of its own after them."""
 
@@ -144,13 +154,16 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
         energy = energy_meter(cuda, job.repeats, ctx.cache_dir.parent)
         timed_from = time.time()
         latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
-                             clocks_during_calls(cuda), edges=[energy])
+                             clocks_during_calls(cuda), edges=[energy],
+                             after_each=kind.keep_timed if correctness else None)
         figures = kind.after_timed_calls(prepared, latency, notes)
         late_compiles = compiled_graphs() - graphs_before
         # a bug that shows only once a call reuses what an earlier one left (a cache, a graph's buffers) fails here
         again = kind.check_again(prepared)
         if correctness is not None and again is not None:
             correctness = worst_of(correctness, again)
+        if correctness is not None:
+            correctness = kind.check_timed(correctness)
     notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
     if install_keys is not None:
         # the compile computed what the thread could not: the job stands, the note says why

@@ -12,12 +12,16 @@ from mlcbench.workers.interface import Generation
 TOLERANCE = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 
 
-def compare_tensors(output: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype) -> Correctness:
-    if not isinstance(output, torch.Tensor):
-        # jax / numpy arrays through a float64 host copy: torch.as_tensor takes a GPU jax array through DLPack,
-        # whose read-only flag (jax arrays are immutable) torch 2.11 rejects
-        output = torch.from_numpy(numpy.array(output, dtype=numpy.float64))
-    out = output.detach().to("cpu", torch.float64).reshape(-1)
+def as_torch(output: object) -> torch.Tensor:
+    """A workflow's output as a torch tensor: jax / numpy arrays through a float64 host copy (torch.as_tensor takes a
+    GPU jax array through DLPack, whose read-only flag (jax arrays are immutable) torch 2.11 rejects)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    return torch.from_numpy(numpy.array(output, dtype=numpy.float64))
+
+
+def compare_tensors(output: object, reference: torch.Tensor, dtype: torch.dtype) -> Correctness:
+    out = as_torch(output).detach().to("cpu", torch.float64).reshape(-1)
     ref = reference.detach().to("cpu", torch.float64).reshape(-1)
     tolerance = TOLERANCE[dtype]
     if out.shape != ref.shape:
@@ -28,6 +32,22 @@ def compare_tensors(output: torch.Tensor, reference: torch.Tensor, dtype: torch.
     finite = bool(torch.isfinite(out).all())
     return Correctness(method="outputs", max_abs_diff=diff.abs().max().item(), rel_l2_error=rel_l2, cosine=cosine,
                        tolerance=tolerance, passed=finite and rel_l2 <= tolerance)
+
+
+# A timed call's output may differ from the checked call's by this much (relative L2): nothing for a deterministic
+# kernel, about a rounding of the dtype for one whose reductions run in another order from call to call (atomics,
+# split-K); a wrong result differs by more
+CALL_TO_CALL_NOISE = {torch.float32: 2.0 ** -16, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
+# devices whose ops run as they are issued: on an XLA tensor an op kept for after the timed calls would run inside the
+# next one's graph
+EAGER_DEVICES = ("cpu", "cuda")
+
+
+def with_timed_calls(checked: Correctness, calls: int, failed: int, why: str, **fields: object) -> Correctness:
+    """`checked` with the comparison of its process's timed calls added: failed where any of them differed."""
+    note = "; ".join(filter(None, [checked.note, why if failed else ""])) or None
+    return checked.model_copy(update={"timed_calls_checked": calls, "timed_calls_failed": failed,
+                                      "passed": checked.passed and failed == 0, "note": note, **fields})
 
 
 # Without an fp32 reference (an fp32 job, or fp32 weights that did not fit) a row may be this far from eager: LLM logits
@@ -44,8 +64,54 @@ GOLD_MULTIPLIER = 2.0
 TOLERANCE_FLOOR = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
 
 
+def logit_noise(ref: torch.Tensor, gold: Optional[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """How far a logit of each row [batch] can move by rounding alone at one step, from eager's logits there
+    ([batch, vocab], float64): GOLD_MULTIPLIER times eager's largest error against its logits in fp32 (`gold`), or
+    without them the precision's LLM_TOLERANCE times eager's largest logit. Two tokens whose logits are more than
+    twice that apart are not a near-tie: a correct workflow chooses eager's."""
+    if gold is None:
+        return LLM_TOLERANCE[dtype] * ref.abs().amax(1)
+    return GOLD_MULTIPLIER * (ref - gold).abs().amax(1)
+
+
+def certain_steps(reference: Generation, dtype: torch.dtype, gold_logits: Optional[torch.Tensor]) -> torch.Tensor:
+    """Per row [batch], the steps of eager's free-running generation before its first near-tie: a step where eager's
+    top-2 margin is within twice the logit noise there. Up to it, a correct loop running free chooses eager's tokens;
+    from it on, rounding may part them, and only a teacher-forced check can judge the logits."""
+    logits = reference.step_logits
+    batch, steps = reference.tokens.shape
+    certain = torch.full((batch,), steps, dtype=torch.long)
+    for step in range(steps):
+        ref = logits[:, step].detach().to("cpu", torch.float64)
+        gold = None if gold_logits is None else gold_logits[:, step].detach().to("cpu", torch.float64)
+        top = ref.topk(2, dim=1).values
+        near_tie = (top[:, 0] - top[:, 1]) <= 2 * logit_noise(ref, gold, dtype)
+        certain = torch.where(near_tie & (certain == steps), torch.full_like(certain, step), certain)
+    return certain
+
+
+def compare_free_running(calls: list[torch.Tensor], reference: Generation, dtype: torch.dtype,
+                         gold_logits: Optional[torch.Tensor]) -> tuple[int, int, str]:
+    """The timed calls' own tokens ([batch, steps] each) against eager's free-running tokens, exactly, over each
+    row's certain_steps: the calls that differ, the tokens compared per call, and a note naming the first."""
+    certain = certain_steps(reference, dtype, gold_logits)
+    expected = reference.tokens.cpu()
+    compared = torch.arange(expected.shape[1])[None, :] < certain[:, None]
+    failed, first = 0, ""
+    for index, tokens in enumerate(calls):
+        differs = (tokens.cpu() != expected) & compared
+        if bool(differs.any()):
+            failed += 1
+            if not first:
+                row, step = (int(i) for i in differs.nonzero()[0])
+                first = (f"timed call {index + 1} running free chose token {int(tokens[row, step])} at row {row}, "
+                         f"step {step}, where eager's margin for {int(expected[row, step])} is beyond noise")
+    return failed, int(compared.sum()), first
+
+
 def compare_teacher_forced(output: Generation, reference: Generation, dtype: torch.dtype,
-                           gold_logits: Optional[torch.Tensor] = None) -> Correctness:
+                           gold_logits: Optional[torch.Tensor] = None,
+                           runs_eager_kernels: bool = False) -> Correctness:
     """A workflow fed eager's greedy tokens (LLMRunner.generate's forced_tokens) against eager's own generation, row by
     row (the worst row decides: a bug in one row is not diluted by the others):
     - its logits over every output step (0: the prefill, then each decode step) within the row's tolerance (relative
@@ -57,7 +123,7 @@ def compare_teacher_forced(output: Generation, reference: Generation, dtype: tor
 
     gold_logits [batch, steps, vocab]: eager's logits in fp32 for the same tokens; a row's tolerance is then
     GOLD_MULTIPLIER times eager's own error against them in that row (never below TOLERANCE_FLOOR), else
-    LLM_TOLERANCE."""
+    LLM_TOLERANCE. Logits bit-identical to eager's fail it (identical_to_reference) unless runs_eager_kernels."""
     logits, ref_logits = output.step_logits, reference.step_logits
     if (logits is None or logits.shape != ref_logits.shape or output.tokens.shape != reference.tokens.shape):
         got = None if logits is None else tuple(logits.shape)
@@ -80,19 +146,16 @@ def compare_teacher_forced(output: Generation, reference: Generation, dtype: tor
         squared_error[:, step], squared_ref[:, step] = diff.pow(2).sum(1), ref.pow(2).sum(1)
         squared_out[:, step], dot[:, step] = out.pow(2).sum(1), (out * ref).sum(1)
         margin[:, step] = (ref.gather(1, expected[:, step:step + 1]) - ref.gather(1, chosen[:, step:step + 1]))[:, 0]
-        if gold_logits is None:
-            noise[:, step] = ref.abs().amax(1)  # scaled by the row's tolerance below
-        else:
-            gold = gold_logits[:, step].detach().to("cpu", torch.float64)
+        gold = None if gold_logits is None else gold_logits[:, step].detach().to("cpu", torch.float64)
+        noise[:, step] = logit_noise(ref, gold, dtype)
+        if gold is not None:
             squared_eager_error += (ref - gold).pow(2).sum(1)
             squared_gold += gold.pow(2).sum(1)
-            noise[:, step] = GOLD_MULTIPLIER * (ref - gold).abs().amax(1)
     row_error = (squared_error.sum(1) / squared_ref.sum(1).clamp_min(1e-300)).sqrt()
     floor = TOLERANCE_FLOOR.get(dtype, LLM_TOLERANCE[dtype])
     eager_error = None
     if gold_logits is None:
         tolerance = torch.full((batch,), LLM_TOLERANCE[dtype], dtype=torch.float64)
-        noise *= tolerance[:, None]
     else:
         eager_error = (squared_eager_error / squared_gold.clamp_min(1e-300)).sqrt()
         tolerance = (GOLD_MULTIPLIER * eager_error).clamp_min(floor)
@@ -104,16 +167,24 @@ def compare_teacher_forced(output: Generation, reference: Generation, dtype: tor
     step_error = (squared_error[worst_row] / squared_ref[worst_row].clamp_min(1e-300)).sqrt()
     cosine = dot[worst_row].sum() / (squared_out[worst_row].sum() * squared_ref[worst_row].sum()).sqrt().clamp_min(1e-300)
     passed = finite and bool((row_error <= tolerance).all()) and not bool(beyond_noise.any())
-    note = None
+    notes = []
     if eager_error is not None:
-        note = (f"tolerance of row {worst_row}: the larger of {floor:g} and {GOLD_MULTIPLIER:g} x eager's own error "
-                f"against fp32 in that row ({eager_error[worst_row]:.4f})")
+        notes.append(f"tolerance of row {worst_row}: the larger of {floor:g} and {GOLD_MULTIPLIER:g} x eager's own "
+                     f"error against fp32 in that row ({eager_error[worst_row]:.4f})")
+    # eager's logits handed back: no compiled path computes every logit bit for bit as eager does
+    identical = max_abs == 0.0 and not runs_eager_kernels
+    if identical:
+        passed = False
+        notes.append("every logit bit-identical to eager's: eager's output, not the workflow's own (its catalog row "
+                     "does not say it runs eager's kernels)")
     return Correctness(method="teacher_forced", steps_checked=steps, worst_row=worst_row,
                        worst_step=int(step_error.nan_to_num(float("inf")).argmax()), max_abs_diff=max_abs,
                        rel_l2_error=row_error[worst_row].item(), cosine=cosine.item(),
-                       tolerance=tolerance[worst_row].item(), token_agreement=1 - beyond_noise.double().mean().item(),
+                       tolerance=tolerance[worst_row].item(), token_agreement=1 - differs.double().mean().item(),
+                       token_agreement_within_noise=1 - beyond_noise.double().mean().item(),
                        tokens_beyond_noise=int(beyond_noise.sum()), worst_token_margin=margin_ratio.max().item(),
-                       calls_checked=1, passed=passed, note=note)
+                       calls_checked=1, identical_to_reference=identical, passed=passed,
+                       note="; ".join(notes) or None)
 
 
 def worst_of(first: Correctness, later: Correctness) -> Correctness:
@@ -128,13 +199,16 @@ def worst_of(first: Correctness, later: Correctness) -> Correctness:
     return worst.model_copy(update={"calls_checked": calls, "passed": first.passed and later.passed})
 
 
-def compare_greedy_tokens(tokens: torch.Tensor, ref_tokens: torch.Tensor, why_not_forced: str) -> Correctness:
+def compare_greedy_tokens(tokens: torch.Tensor, reference: Generation, dtype: torch.dtype,
+                          gold_logits: Optional[torch.Tensor], why_not_forced: str) -> Correctness:
     """For a loop that can be fed no given tokens and returns no logits (TensorRT-LLM): its own greedy tokens against
-    eager's. With random weights they part on near-ties after a few steps, so the check passes when every row's first
-    token, chosen from the prompt alone, is eager's (tolerance 0: exact); the agreement over all steps is reported."""
+    eager's, exactly, at every step of each row before eager's first near-tie (certain_steps; past it, rounding may
+    part them and tokens alone judge nothing): tolerance 0. The raw agreement over all steps is reported."""
     note = f"tokens only, no teacher forcing: {why_not_forced}"
-    if tokens.shape != ref_tokens.shape:
+    if tokens.shape != reference.tokens.shape:
         return Correctness(method="greedy_prefix", note=note, tolerance=0.0, passed=False, token_agreement=0.0)
-    same = tokens.cpu() == ref_tokens.cpu()
-    return Correctness(method="greedy_prefix", note=note, tolerance=0.0, token_agreement=same.float().mean().item(),
-                       passed=bool(same[:, 0].all()))
+    failed, compared, first = compare_free_running([tokens], reference, dtype, gold_logits)
+    same = tokens.cpu() == reference.tokens.cpu()
+    return Correctness(method="greedy_prefix", note="; ".join(filter(None, [note, first])), tolerance=0.0,
+                       token_agreement=same.float().mean().item(), steps_checked=int(tokens.shape[1]),
+                       free_running_tokens=compared, passed=failed == 0)

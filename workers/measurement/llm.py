@@ -1,16 +1,18 @@
 """An LLM through one workflow: full fixed-length generate calls, as the paper measures them (tokens/s =
 batch x output_len / runtime), the per-step time of those calls (past a prefill timed the same way), time to first
-token and time per output token (from a call synchronised at every token), and agreement with eager."""
+token and time per output token (from a call synchronised at every token), and agreement with eager: the first
+call and one after the timed ones teacher-forced, each timed call's own tokens against eager's free-running ones."""
 
 import time
 from typing import Callable, ContextManager, Optional
 
 import torch
 
-from mlcbench.schema import Correctness, Timing
+from mlcbench.schema import WORKFLOWS, Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import compare_greedy_tokens, compare_teacher_forced
+from mlcbench.workers.measurement.correctness import (EAGER_DEVICES, compare_free_running, compare_greedy_tokens,
+                                                      compare_teacher_forced, with_timed_calls)
 from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.measurement.timing import time_calls, timed_once
 from mlcbench.workers.models import llm
@@ -44,6 +46,7 @@ class LLM(ModelKind[LLMRunner]):
         device = self.ctx.device
         self.reference_generation = Generation(state["tokens"].to(device), state["step_logits"].to(device))
         self.gold_logits = state["gold_logits"]  # on the CPU, where _fp32_logits leaves it
+        self.timed_tokens: list[torch.Tensor] = []
 
     def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[LLMRunner]:
         self.workflow_name = workflow.name
@@ -67,8 +70,20 @@ class LLM(ModelKind[LLMRunner]):
         if reference is None:
             return None
         if self.no_forcing:
-            return compare_greedy_tokens(output.tokens, reference.tokens, self.no_forcing)
-        return compare_teacher_forced(output, reference, self.ctx.dtype, self.gold_logits)
+            return compare_greedy_tokens(output.tokens, reference, self.ctx.dtype, self.gold_logits, self.no_forcing)
+        info = WORKFLOWS.get(self.workflow_name)
+        return compare_teacher_forced(output, reference, self.ctx.dtype, self.gold_logits,
+                                      runs_eager_kernels=info is not None and info.runs_eager_kernels)
+
+    def keep_timed(self, output: Generation) -> None:
+        tokens = output.tokens
+        # a loop may return the same buffer every call (an XLA tensor is never written again)
+        self.timed_tokens.append(tokens.clone() if tokens.device.type in EAGER_DEVICES else tokens)
+
+    def check_timed(self, checked: Correctness) -> Correctness:
+        failed, compared, why = compare_free_running(self.timed_tokens, self.reference_generation, self.ctx.dtype,
+                                                     self.gold_logits)
+        return with_timed_calls(checked, len(self.timed_tokens), failed, why, free_running_tokens=compared)
 
     def check_again(self, prepared: Prepared[LLMRunner]) -> Optional[Correctness]:
         if self.reference_generation is None:

@@ -53,14 +53,16 @@ CLOCK_READINGS = 10  # NVML readings per process's timed calls, spread evenly ov
 def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
                sync: Optional[Callable[[object], None]] = None,
                read_clocks: Optional[Callable[[], Optional[Clocks]]] = None,
-               edges: Sequence[WindowEdge] = ()) -> Timing:
+               edges: Sequence[WindowEdge] = (),
+               after_each: Optional[Callable[[object], None]] = None) -> Timing:
     """Median and spread of `repeats` calls of fn after `warmup` calls.
 
     On CUDA each call sits between two events on the current stream; `sync` blocks on results that live outside
     torch's stream (XLA, ONNX Runtime) before the end event is read. `read_clocks` is called during some of the timed
     calls: after the end event is queued and before waiting for it (a call that does not block is still running on
     the GPU then, and the events' interval is already fixed, so the reading costs the figure nothing). `edges` are
-    read just before the first timed call and just after the last.
+    read just before the first timed call and just after the last. `after_each` is handed each timed call's
+    output outside its timed interval (on CUDA its work queues after the end event, before the next call's start).
     """
     for _ in range(warmup):
         _finish(fn(), cuda, sync)
@@ -86,6 +88,8 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
                     clocks.append(reading)
             end.synchronize()
             samples.append(start.elapsed_time(end))
+            if after_each is not None:
+                after_each(out)
         for edge in edges:
             edge.stop()
         return for_this_process(summarize(samples, "cuda_events"), clocks=clocks)
@@ -93,8 +97,11 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
         edge.start()
     for _ in range(repeats):
         begin = time.perf_counter()
-        _finish(fn(), cuda, sync)
+        out = fn()
+        _finish(out, cuda, sync)
         samples.append((time.perf_counter() - begin) * 1e3)
+        if after_each is not None:
+            after_each(out)
     for edge in edges:
         edge.stop()
     return summarize(samples, "perf_counter")

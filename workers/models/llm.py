@@ -1,8 +1,10 @@
 """LLMs: built with seeded random weights directly on the target device from the catalog's Llama config or from a
 suite's own Hugging Face config (ModelInfo.hf_config, any architecture AutoModelForCausalLM knows), or loaded from a
-local Hugging Face checkpoint folder (job.model_path)."""
+local Hugging Face checkpoint folder (job.model_path). Random weights get attention that a bug in it can move
+(peaked_attention)."""
 
 import copy
+import math
 
 import torch
 
@@ -55,7 +57,40 @@ def build(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.devic
                 model = AutoModelForCausalLM.from_config(hf_config(info), dtype=dtype)
     finally:
         torch.set_default_dtype(previous)
+    peaked_attention(model)
     return model.eval()
+
+
+# The spread (standard deviation) of the attention logits q.k/sqrt(d) that random weights are given: what a Llama of
+# hidden size 4096 has at its own initialisation (0.02^2 x 4096). At a tiny model's initialisation attention is near
+# uniform (0.02^2 x 64 = 0.03), and a RoPE position off by one, a wrong RoPE theta or softmax scale moved its logits
+# less than bf16 rounding does; at this spread each fails the check in bf16 on the shipped tiny configs
+# (tests/workers/test_planted_cli.py). Sharper attention saturates the softmax and hides the softmax scale again.
+ATTENTION_LOGIT_SPREAD = 0.02 ** 2 * 4096
+
+
+def peaked_attention(model: torch.nn.Module) -> None:
+    """Scales each attention's q and k projections (weights and biases) of a randomly initialised model by one factor,
+    so that its attention logits have the spread ATTENTION_LOGIT_SPREAD: a query or key element has standard
+    deviation initializer_range x sqrt(hidden) on RMS-normalised input, and a logit has their product's variance
+    summed over head_dim, divided by head_dim. A model already that peaked is left as it is. Eager and every
+    workflow build the model the same way: they see the same weights."""
+    config = model.config
+    initializer_range, hidden = getattr(config, "initializer_range", None), getattr(config, "hidden_size", None)
+    if initializer_range is None or hidden is None:  # an architecture whose config says neither: left as it is
+        return
+    spread = initializer_range ** 2 * hidden
+    factor = math.sqrt(ATTENTION_LOGIT_SPREAD / spread)
+    if factor <= 1:
+        return
+    with torch.no_grad():
+        for module in model.modules():
+            for name in ("q_proj", "k_proj"):
+                projection = getattr(module, name, None)
+                if isinstance(projection, torch.nn.Linear):
+                    projection.weight.mul_(factor)
+                    if projection.bias is not None:
+                        projection.bias.mul_(factor)
 
 
 def prompt_ids(info: ModelInfo, job: JobSpec, device: torch.device) -> torch.Tensor:

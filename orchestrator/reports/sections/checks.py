@@ -42,6 +42,11 @@ class CheckRow(CellKey):
                          f"{check.worst_token_margin:.1f}x the noise)")
         if check.calls_checked is not None:
             parts.append(f"{check.calls_checked} calls a process")
+        if check.timed_calls_failed:
+            parts.append(f"{check.timed_calls_failed} of {check.timed_calls_checked} timed calls differed from the "
+                         f"checked one")
+        if check.identical_to_reference:
+            parts.append("bit-identical to eager's output")
         if check.processes_checked is not None:
             parts.append(f"{check.processes_failed or 0} of {check.processes_checked} processes failed")
         return ", ".join(parts) + (f" ({check.note})" if check.note else "")

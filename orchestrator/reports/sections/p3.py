@@ -100,8 +100,9 @@ def _fraction_score(ran: int, tried: int, span: int) -> int:
 
 
 def _worked(row: PerfRow) -> bool:
-    """Ran ok and did not fail its check: a wrong answer fast is no result."""
-    return row.status == "ok" and not row.check_failed
+    """Ran ok, compiled something and did not fail its check: a wrong answer fast is no result, and eager code run by a
+    compiler's workflow says nothing of the compiler."""
+    return row.status == "ok" and not row.check_failed and not row.not_compiled
 
 
 def p3_rows(rows: Iterable[PerfRow]) -> list[P3Row]:
