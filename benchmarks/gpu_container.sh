@@ -30,8 +30,9 @@
 #   check      one container per GPU at once, each must see exactly its own GPU (benchmarks/gpu_container_check.py)
 #   sweeps     start, in the background (their own sessions: they outlive the call while the machine is held),
 #              benchmarks/suites/gpu-container.toml in the container (--env gpu-host, GPU 0) into docker.db and with
-#              --env local (GPU 1) into local.db, at once, each held to its half of the host's cores (whole physical
-#              cores; the container through its cpuset); on a one-GPU host one after the other on GPU 0, all cores
+#              --env local (GPU 1; CONTAINER_GPU=1 swaps them) into local.db, at once, each held to its GPU's half of
+#              the host's cores (whole physical cores; the container through its cpuset); on a one-GPU host one after
+#              the other on GPU 0, all cores
 #   wait       until both sweeps have ended, or until the script has run CALL_S seconds (default 520: a call runs
 #              10 minutes at most, and a compare after it takes some 30 s); says how far each got. A sweep that
 #              stopped resumes from its store where a `sweeps` step starts it again
@@ -64,6 +65,9 @@ DEBS=$ROOT/debs
 BASE_REPOSITORY=mlcbench-base/gpu-host
 ENV_NAME=gpu-host
 SUITE=benchmarks/suites/gpu-container.toml
+# the GPU (0 or 1) of the container's sweep on a two-GPU host; the local one takes the other. 1 swaps them, to tell a
+# GPU's difference from the container's (once the first run's stores and caches are moved out of $WORK)
+CONTAINER_GPU=${CONTAINER_GPU:-0}
 OUT=${OUT:-$WORK/out}
 # the engine's packages in the two halves that two calls carry (.debs/a, .debs/b)
 PACKAGES_A=(docker.io tini libdevmapper1.02.1 libseccomp2 libsystemd0 libcap2 libgcrypt20 liblzma5 libzstd1 liblz4-1
@@ -282,8 +286,8 @@ step_sweeps() {
         # GPUs 0 and 1 with their shares; on a larger host the other GPUs and their shares stay free for other work
         mapfile -t shares < <(python3 -c 'import sys; from mlcbench.orchestrator.sweep.schedule import core_shares
 for share in core_shares(int(sys.argv[1])): print(",".join(map(str, sorted(share))))' "$gpus")
-        start_sweeps "${shares[0]}" docker 0
-        start_sweeps "${shares[1]}" local 1
+        start_sweeps "${shares[$CONTAINER_GPU]}" docker "$CONTAINER_GPU"
+        start_sweeps "${shares[$((1 - CONTAINER_GPU))]}" local $((1 - CONTAINER_GPU))
     else
         start_sweeps "$(own_cores)" docker 0 local 0
     fi
