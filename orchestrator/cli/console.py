@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy.engine import URL
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
@@ -26,8 +27,11 @@ F = TypeVar("F", bound=Callable)
 
 
 def store_url(path_or_url: str) -> str:
-    """A store given as a SQLAlchemy URL, or as the path of a SQLite file (as --against and merge take it)."""
-    return path_or_url if "://" in path_or_url or not path_or_url else f"sqlite:///{path_or_url}"
+    """A store given as a SQLAlchemy URL, or as the path of a SQLite file (as --against and merge take it), taken
+    literally: a '?' or '%' in it is part of the file's name, not a URL's query or escape."""
+    if "://" in path_or_url or not path_or_url:
+        return path_or_url
+    return URL.create("sqlite", database=path_or_url).render_as_string(hide_password=False)
 
 
 DbOption = Annotated[str, typer.Option("--db", callback=store_url,

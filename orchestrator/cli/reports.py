@@ -193,13 +193,15 @@ def export(
 
 @exits_cleanly
 def merge(
-    sources: Annotated[list[str], typer.Argument(help="stores to fold in: SQLite files or SQLAlchemy URLs")],
     into: Annotated[str, typer.Option("--into", help="target store (SQLite file or URL); created if missing")],
+    sources: Annotated[Optional[list[str]], typer.Argument(
+        help="stores to fold in: SQLite files or SQLAlchemy URLs (none: only bring the target to this schema)")]
+    = None,
 ) -> None:
     """Fold result stores together: every attempt joins the target's history (in one transaction), and each cell's
     result follows the usual rule (its latest ok attempt, else its latest final one, else its latest)."""
     target_url = store_url(into)
-    source_urls = [_existing_store(source) for source in sources]
+    source_urls = [_existing_store(source) for source in sources or []]
     source_stores = [Store(url, create=False) for url in source_urls]
     counts = merge_stores(source_stores, Store(target_url))
     for store in source_stores:
