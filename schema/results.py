@@ -52,6 +52,8 @@ class Correctness(StrictModel):
     token_agreement: Optional[float] = Field(None, ge=0, le=1)
     tolerance: float
     passed: bool
+    not_finite: Optional[str] = Field(None, description="why nothing was compared: the outputs that hold NaN or "
+                                                        "infinite values, and how many (the check fails)")
     # a cell's check combines its processes' own checks: it passes only when every process passed
     processes_checked: Optional[int] = None
     processes_failed: Optional[int] = None

@@ -125,8 +125,11 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
     kind = LLM(info, ctx) if info.kind == "llm" else Synthetic(info, ctx)
     measured = measure(workflow, kind, ctx, ReferenceCache.under(cache_dir))
     correctness = measured.correctness
-    failed_check = correctness is not None and not correctness.passed
-    return Outcome("ok", "correctness check failed against eager" if failed_check else None,
+    reason = None
+    if correctness is not None and not correctness.passed:
+        reason = "correctness check failed against eager" + (
+            f": {correctness.not_finite}" if correctness.not_finite else "")
+    return Outcome("ok", reason,
                    metrics=measured.metrics, correctness=correctness, timed_from=measured.timed_from)
 
 
