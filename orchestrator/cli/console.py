@@ -18,6 +18,7 @@ from mlcbench.orchestrator.reports.fmt import printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.redaction import forget, mask_remembered
+from mlcbench.orchestrator.suites import check_workflow_option
 from mlcbench.schema import JobSpec, Result, Status
 
 console = Console()
@@ -82,6 +83,14 @@ def statuses(values: Optional[list[str]]) -> tuple[str, ...]:
     unknown = [value for value in given if value not in known]
     if unknown:
         raise UsageError(f"--status {', '.join(map(repr, unknown))}: not a status; known: {', '.join(known)}")
+    return given
+
+
+def workflows(values: Optional[list[str]]) -> tuple[str, ...]:
+    """--workflow values (repeated or comma-separated) of a read command, each checked as the sweep checks its own:
+    a typo is a UsageError naming the known workflows, not "no stored results match"."""
+    given = split(values, "--workflow")
+    check_workflow_option(given)
     return given
 
 

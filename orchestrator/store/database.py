@@ -357,8 +357,8 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
                     raise EnvironmentFailure(f"{reason}; free space, then run the same command again") from None
                 raise UsageError(f"{reason}; choose another --db") from None
         read_only = path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
-        if read_only and create:
-            raise UsageError(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
+        if read_only and create:  # the machine's state, as the README's table of exit codes has it (1)
+            raise EnvironmentFailure(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
                              f"writable or choose another --db")
     if path is not None and path.is_file() and path.stat().st_size > 0:
         _refuse_another_programs_sqlite(path, url)
