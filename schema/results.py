@@ -80,6 +80,10 @@ class ProcessTiming(StrictModel):
     # of the timed calls: (median call - prefill_ms) / (output steps - 1)
     prefill_ms: Optional[float] = None
     step_ms: Optional[float] = None
+    # CPU: torch's intra-op threads in this process (the worker sets them), and the machine's 1-minute load average per
+    # logical CPU when the timed calls began and when they ended (over 1: more runnable threads than CPUs, flagged)
+    cpu_threads: Optional[int] = None
+    host_load: list[float] = []
     # NVML readings taken while the timed calls ran (not before or after them): "throttled" is read from these
     clocks: list["Clocks"] = []
     # what the process cost before its first timed call, compile excluded: from the host's launch (or the end of the

@@ -120,6 +120,8 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
         raise Unsupported(refusal)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.precision]
     ctx = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
+    if ctx.device.type == "cpu":  # the same intra-op threads in every process of a cell, not torch's guess of the day
+        torch.set_num_threads(host_cpus() or 1)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
     info = job.info
     kind = LLM(info, ctx) if info.kind == "llm" else Synthetic(info, ctx)

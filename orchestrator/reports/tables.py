@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from mlcbench.orchestrator.reports.data import deciding_timing, wide
+from mlcbench.orchestrator.reports.data import deciding_timing, oversubscribed, wide
 from mlcbench.orchestrator.reports.fmt import printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
@@ -31,6 +31,13 @@ def _throughput(result: Result) -> str:
     metrics = result.metrics
     return (f"{_num(metrics.tokens_per_s, 1)} tok/s" if metrics.tokens_per_s is not None
             else f"{_num(metrics.tflops, 3)} TF" if metrics.tflops is not None else "")
+
+
+def _reason(result: Result) -> str:
+    """The result's reason, and a CPU host that was oversubscribed when its timed calls began or ended."""
+    load = oversubscribed(result)
+    flag = f"⚠ host oversubscribed (load {load:.1f} per CPU)" if load is not None else ""
+    return "; ".join(part for part in (flag, result.reason) if part)
 
 
 def _where(result: Result) -> str:
@@ -78,7 +85,7 @@ def wide_table(results: list[Result], title: str) -> Table:
             _stored(result.provenance.gpu_tag or ""), _stored(result.provenance.env or ""), _stored(_model(job)),
             _stored(job.workflow_label()), job.precision, str(job.batch_size), f"[{style}]{result.status}[/]",
             _median(metrics.latency), _throughput(result),
-            _num(metrics.compile_s), correct, _stored((result.reason or "")[:80]),
+            _num(metrics.compile_s), correct, _stored(_reason(result)[:120]),
         )
     return table
 
@@ -98,8 +105,8 @@ def compact_table(results: list[Result], title: str) -> Table:
     for result in results:
         job, metrics = result.job, result.metrics
         label = _stored(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
-        if result.reason:
-            label.append(f"\n{printable(result.reason)}", style="dim")
+        if _reason(result):
+            label.append(f"\n{printable(_reason(result))}", style="dim")
         status = Text(result.status, style=terminal_style(result.status))
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")

@@ -140,8 +140,8 @@ def _calibration_row(calibration: Calibration) -> CalibrationRow:
 
 class Store:
     def __init__(self, url: str = DEFAULT_DB, create: bool = True, *, pooled: bool = True):
-        """create=False (commands that only read): no store is created where there is none, and a store that cannot
-        be written is read as it is. pooled=False: a connection per transaction, closed after it, so that hundreds of
+        """create=False (commands that only read): no store is created where there is none, a store that cannot
+        be written is read as it is, and none is written: one of an older schema is read through a migrated copy. pooled=False: a connection per transaction, closed after it, so that hundreds of
         processes writing now and then (Slurm array tasks) do not each hold a server connection open between their
         writes."""
         self.url = url

@@ -116,3 +116,21 @@ def test_a_db_path_is_taken_literally(tmp_path, monkeypatch, name):
     assert merged.exit_code == 0, merged.output
     stores = {entry.name for entry in tmp_path.iterdir() if not entry.name.endswith(("-wal", "-shm"))}
     assert stores == {name, f"into-{name}"}
+
+
+@pytest.mark.postgres
+def test_a_read_command_refuses_an_older_server_store_untouched_and_merge_upgrades_it(schema_url):
+    engine = create_engine(schema_url)
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection), "0002")
+    engine.dispose()
+
+    done = runner.invoke(app, ["results", "--db", schema_url])
+
+    assert done.exit_code == ExitCode.USAGE and "`mlcbench merge --into URL`" in done.stderr, done.output
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+    assert runner.invoke(app, ["merge", "--into", schema_url]).exit_code == 0
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD
+    engine.dispose()
