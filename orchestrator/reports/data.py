@@ -121,11 +121,11 @@ OVERSUBSCRIBED_LOAD = 1.0
 RULES = (f"⚠: the figure's 95 % interval reaches more than ±{100 * WIDE_INTERVAL:g} % from it, a process was "
          f"lost, the GPU throttled during the timed calls (NVML, read while they ran), the CPU host was "
          f"oversubscribed (load average over {OVERSUBSCRIBED_LOAD:g} per CPU as they began or ended), or a figure "
-         f"came out over 100 % of a bound (then the bound or the timing is wrong). A verdict (a speedup P3 counts, \"fastest\") needs "
-         f"≥ {VERDICT_PROCESSES} worker processes on each side and a passed correctness check: cells with fewer show "
-         f"\"n=1\" / \"n=2, no verdict\", a cell that failed its check gets no speedup. Cells under "
-         f"{DEVICE_TIME_BELOW_MS:g} ms are judged on device time (the GPU time of one call without the host's launch "
-         f"cost) where both sides have it, and say so.")
+         f"came out over 100 % of a bound (then the bound or the timing is wrong). A verdict (a speedup P3 counts, "
+         f"\"fastest\") needs ≥ {VERDICT_PROCESSES} worker processes on each side and a passed correctness check: "
+         f"cells with fewer show \"n=1\" / \"n=2, no verdict\", a cell that failed its check gets no speedup. Cells "
+         f"under {DEVICE_TIME_BELOW_MS:g} ms are judged on device time (the GPU time of one call without the host's "
+         f"launch cost) where both sides have it, and say so.")
 
 FigureName = Literal["whole call", "device time"]
 

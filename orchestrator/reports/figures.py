@@ -77,7 +77,8 @@ def _series(rows: list[PerfRow]) -> dict[str, list[PerfRow]]:
 _ASPECTS = {
     "env": lambda row: f"env {row.env}",
     "precision": lambda row: row.precision,
-    "lengths": lambda row: f"{row.result.job.input_len}/{row.result.job.output_len} in/out" if row.kind == "llm" else "",
+    "lengths": lambda row: (f"{row.result.job.input_len}/{row.result.job.output_len} in/out" if row.kind == "llm"
+                            else ""),
     "options": lambda row: f"[{row.result.job.options.non_default()}]" if row.result.job.options.non_default() else "",
     "weights": lambda row: f"weights {row.result.job.model_path}" if row.result.job.model_path else "random weights",
 }

@@ -141,9 +141,9 @@ def _calibration_row(calibration: Calibration) -> CalibrationRow:
 class Store:
     def __init__(self, url: str = DEFAULT_DB, create: bool = True, *, pooled: bool = True):
         """create=False (commands that only read): no store is created where there is none, a store that cannot
-        be written is read as it is, and none is written: one of an older schema is read through a migrated copy. pooled=False: a connection per transaction, closed after it, so that hundreds of
-        processes writing now and then (Slurm array tasks) do not each hold a server connection open between their
-        writes."""
+        be written is read as it is, and none is written (one of an older schema is read through a migrated copy).
+        pooled=False: a connection per transaction, closed after it, so that hundreds of processes writing now and
+        then (Slurm array tasks) do not each hold a server connection open between their writes."""
         self.url = url
         self.safe_url = safe_url(url)
         # the URL's credentials, masked in whatever the store is handed to keep and in every error printed
@@ -151,9 +151,6 @@ class Store:
         remember(self.secrets)
         self.engine, self.read_only, self.warning = open_engine(url, create, pooled)
         _OPEN_ENGINES.add(self.engine)
-        # transactions that write take SQLite's write lock when they begin (waiting for it): one that read first (an
-        # attempt read back to be extended) could not wait for another writer later and would fail "database is locked"
-        self.writer = self.engine.execution_options(**{IMMEDIATE: True})
         try:
             if create:
                 migrate(self.engine)
@@ -163,6 +160,9 @@ class Store:
         except DBAPIError as error:
             raise EnvironmentFailure(f"cannot bring the result store {self.safe_url} to this mlcbench's schema: "
                                      f"{failure(error, url)}; run the command again") from None
+        # transactions that write take SQLite's write lock when they begin (waiting for it): one that read first (an
+        # attempt read back to be extended) could not wait for another writer later and would fail "database is locked"
+        self.writer = self.engine.execution_options(**{IMMEDIATE: True})
         # row id -> why its stored result could not be read: rows the reads so far skipped
         self.unreadable: dict[int, str] = {}
 
@@ -358,8 +358,8 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
                 raise UsageError(f"{reason}; choose another --db") from None
         read_only = path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
         if read_only and create:  # the machine's state, as the README's table of exit codes has it (1)
-            raise EnvironmentFailure(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
-                             f"writable or choose another --db")
+            raise EnvironmentFailure(f"the result store {path} cannot be written (a read-only file or filesystem); "
+                                     f"make it writable or choose another --db")
     if path is not None and path.is_file() and path.stat().st_size > 0:
         _refuse_another_programs_sqlite(path, url)
     if read_only:
@@ -411,8 +411,8 @@ def _refuse_another_programs_sqlite(path: Path, url: str) -> None:
         return
     if tables and "alembic_version" not in tables:
         raise UsageError(f"{safe_url(url)} is not an mlcbench result store: another program's SQLite database "
-                         f"({len(tables)} table(s), no alembic_version); nothing was written to it; choose another --db "
-                         f"(a sweep creates a store in a new file)")
+                         f"({len(tables)} table(s), no alembic_version); nothing was written to it; choose another "
+                         f"--db (a sweep creates a store in a new file)")
 
 
 def _read_only_sqlite(path: Path) -> OpenedStore:
