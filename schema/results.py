@@ -102,6 +102,8 @@ class Correctness(StrictModel):
         "LLM, teacher_forced: the share of its token choices that are eager's or within eager's numerical noise there"))
     tolerance: float
     passed: bool
+    not_finite: Optional[str] = Field(None, description="why nothing was compared: the outputs that hold NaN or "
+                                                        "infinite values, and how many (the check fails)")
     # a cell's check combines its processes' own checks: it passes only when every process passed
     processes_checked: Optional[int] = None
     processes_failed: Optional[int] = None
@@ -153,6 +155,10 @@ class ProcessTiming(StrictModel):
     # of the timed calls: (median call - prefill_ms) / (output steps - 1)
     prefill_ms: Optional[float] = None
     step_ms: Optional[float] = None
+    # CPU: torch's intra-op threads in this process (the worker sets them), and the machine's 1-minute load average per
+    # logical CPU when the timed calls began and when they ended (over 1: more runnable threads than CPUs, flagged)
+    cpu_threads: Optional[int] = None
+    host_load: list[float] = []
     # NVML readings taken while the timed calls ran (not before or after them): "throttled" is read from these
     clocks: list["Clocks"] = []
     energy: Optional[EnergyWindow] = None

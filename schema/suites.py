@@ -73,6 +73,8 @@ class SuiteEntry(StrictModel):
 class Suite(StrictModel):
     name: Name
     description: str
+    # meant for a GPU: its models and grid would take hours on a CPU, where `--plan` says so
+    for_gpu: bool = False
     # the suite's own models by name, beside the catalog's
     models: dict[Name, ModelDefinition] = {}
     entries: list[SuiteEntry] = Field(min_length=1)

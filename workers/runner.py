@@ -120,13 +120,18 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
         raise Unsupported(refusal)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.precision]
     ctx = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
+    if ctx.device.type == "cpu":  # the same intra-op threads in every process of a cell, not torch's guess of the day
+        torch.set_num_threads(host_cpus() or 1)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
     info = job.info
     kind = LLM(info, ctx) if info.kind == "llm" else Synthetic(info, ctx)
     measured = measure(workflow, kind, ctx, ReferenceCache.under(cache_dir))
     correctness = measured.correctness
-    failed_check = correctness is not None and not correctness.passed
-    return Outcome("ok", "correctness check failed against eager" if failed_check else None,
+    reason = None
+    if correctness is not None and not correctness.passed:
+        reason = "correctness check failed against eager" + (
+            f": {correctness.not_finite}" if correctness.not_finite else "")
+    return Outcome("ok", reason,
                    metrics=measured.metrics, correctness=correctness, timed_from=measured.timed_from)
 
 

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from mlcbench.orchestrator import sweep as sweeping, workdirs
 from mlcbench.orchestrator.cli.console import (DbOption, ProgressListener, console, exits_cleanly, split, statuses,
-                                                warn_unreadable)
+                                                warn_unreadable, workflows)
 from mlcbench.orchestrator.cli.cluster import submit_sweep
 from mlcbench.orchestrator.cli.plan import print_plan
 from mlcbench.orchestrator.sweep.schedule import Estimator
@@ -212,8 +212,8 @@ def sweep(
     try:
         with ProgressListener() as listener, sweeping.stop_on_sigint(stop, on_first=listener.stopping):
             report = sweeping.run(options, store, listener, stop=stop)
-    except KeyboardInterrupt:
-        report = sweeping.SweepReport(interrupted=True)
+    except KeyboardInterrupt:  # a second Ctrl-C: the closing line counts what this sweep stored, read back
+        report = sweeping.SweepReport(stored=store.history(sweep_id=options.sweep_id), interrupted=True)
     workdirs.tidy(workdir, options.sweep_id, report.went_wrong)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
@@ -387,7 +387,7 @@ def results(
     """List the result of each cell (job, env, GPU): its latest ok attempt, else its latest final one, else its
     latest. --history lists the attempts stored last."""
     filters = dict(env=split(env, "--env") or None, gpu_tag=split(gpu, "--gpu") or None,
-                   model=split(model, "--model") or None, workflow=split(workflow, "--workflow") or None,
+                   model=split(model, "--model") or None, workflow=workflows(workflow) or None,
                    status=statuses(status) or None)
     store = Store(db, create=False)
     shown = store.latest(limit or None, **filters) if history else store.cells(**filters)

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy.engine import URL
 
 from mlcbench.orchestrator.errors import EnvironmentFailure, ExitCode, UsageError
 from mlcbench.orchestrator.planner import measured_in_full, stored_processes
@@ -17,6 +18,7 @@ from mlcbench.orchestrator.reports.fmt import printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.redaction import forget, mask_remembered
+from mlcbench.orchestrator.suites import check_workflow_option
 from mlcbench.schema import JobSpec, Result, Status
 
 console = Console()
@@ -26,8 +28,11 @@ F = TypeVar("F", bound=Callable)
 
 
 def store_url(path_or_url: str) -> str:
-    """A store given as a SQLAlchemy URL, or as the path of a SQLite file (as --against and merge take it)."""
-    return path_or_url if "://" in path_or_url or not path_or_url else f"sqlite:///{path_or_url}"
+    """A store given as a SQLAlchemy URL, or as the path of a SQLite file (as --against and merge take it), taken
+    literally: a '?' or '%' in it is part of the file's name, not a URL's query or escape."""
+    if "://" in path_or_url or not path_or_url:
+        return path_or_url
+    return URL.create("sqlite", database=path_or_url).render_as_string(hide_password=False)
 
 
 DbOption = Annotated[str, typer.Option("--db", callback=store_url,
@@ -78,6 +83,14 @@ def statuses(values: Optional[list[str]]) -> tuple[str, ...]:
     unknown = [value for value in given if value not in known]
     if unknown:
         raise UsageError(f"--status {', '.join(map(repr, unknown))}: not a status; known: {', '.join(known)}")
+    return given
+
+
+def workflows(values: Optional[list[str]]) -> tuple[str, ...]:
+    """--workflow values (repeated or comma-separated) of a read command, each checked as the sweep checks its own:
+    a typo is a UsageError naming the known workflows, not "no stored results match"."""
+    given = split(values, "--workflow")
+    check_workflow_option(given)
     return given
 
 

@@ -62,3 +62,7 @@ def print_plan(options: sweeping.SweepOptions, db: str) -> None:
                   f"{'the store' if options.estimator.history else 'typical costs'}"
                   f"{' where it has the cell' if options.estimator.history else ''}; nothing was run or written",
                   highlight=False)
+    if options.suite.for_gpu and options.target.device == "cpu":
+        console.print(f"warning: suite {escape(options.suite.name)} is meant for a GPU: on this CPU it runs for the "
+                      f"time above and stores its GPU workflows `unsupported`; the CPU's suite is `smoke`",
+                      highlight=False)

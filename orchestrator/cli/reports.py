@@ -6,7 +6,7 @@ from typing import Annotated, Optional, get_args
 
 import typer
 from mlcbench.orchestrator.cli.console import (DbOption, console, exits_cleanly, split, statuses, store_url,
-                                                warn_unreadable)
+                                                warn_unreadable, workflows)
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.reports.data import perf_rows
 from mlcbench.orchestrator.reports.loading import load_attempts, load_results
@@ -65,7 +65,7 @@ def report(
 ) -> None:
     """Tables of the stored results (support, throughput, speedup, compile cost, correctness, P3, provenance)."""
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
-                          workflows=split(workflow, "--workflow"))
+                          workflows=workflows(workflow))
     reads = _store_files(db)
     if markdown is not None and markdown != STDOUT:
         output_file(markdown, "--markdown", reads)
@@ -109,7 +109,7 @@ def compare(
             raise UsageError(f"--against {against} is the --db store itself; name another store to compare with")
         _compare_stores(db, _existing_store(against),
                         Selection(gpus=gpus, envs=envs, models=split(model, "--model"),
-                                  workflows=split(workflow, "--workflow")))
+                                  workflows=workflows(workflow)))
         return
     if len(gpus) == 2:
         axis, (first, second) = "gpu", gpus
@@ -121,7 +121,7 @@ def compare(
         raise UsageError(f"--{axis} {first} --{axis} {second}: the same {axis} twice would compare its results with "
                          f"themselves; name two different ones")
     selection = Selection(gpus=gpus, envs=envs, models=split(model, "--model"),
-                          workflows=split(workflow, "--workflow"))
+                          workflows=workflows(workflow))
     _, results = _selected(db, selection)
     if not results:
         return
@@ -176,7 +176,7 @@ def export(
     if out is not None:
         output_file(out, "--out", _store_files(db))
     selection = Selection(gpus=split(gpu, "--gpu"), envs=split(env, "--env"), models=split(model, "--model"),
-                          workflows=split(workflow, "--workflow"), statuses=statuses(status))
+                          workflows=workflows(workflow), statuses=statuses(status))
     _, results = _selected(db, selection)
     if not results:
         return
@@ -193,13 +193,15 @@ def export(
 
 @exits_cleanly
 def merge(
-    sources: Annotated[list[str], typer.Argument(help="stores to fold in: SQLite files or SQLAlchemy URLs")],
     into: Annotated[str, typer.Option("--into", help="target store (SQLite file or URL); created if missing")],
+    sources: Annotated[Optional[list[str]], typer.Argument(
+        help="stores to fold in: SQLite files or SQLAlchemy URLs (none: only bring the target to this schema)")]
+    = None,
 ) -> None:
     """Fold result stores together: every attempt joins the target's history (in one transaction), and each cell's
     result follows the usual rule (its latest ok attempt, else its latest final one, else its latest)."""
     target_url = store_url(into)
-    source_urls = [_existing_store(source) for source in sources]
+    source_urls = [_existing_store(source) for source in sources or []]
     source_stores = [Store(url, create=False) for url in source_urls]
     counts = merge_stores(source_stores, Store(target_url))
     for store in source_stores:

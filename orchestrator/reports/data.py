@@ -116,13 +116,17 @@ VERDICT_PROCESSES = 3
 # Below this whole-call time the GPU time of one call decides where both sides have it: the host's launch cost moves
 # a sub-millisecond call up to 2x between processes (docs/methodology.md), the device time far less.
 DEVICE_TIME_BELOW_MS = 1.0
+# ⚠ marks a CPU figure whose timed calls began or ended with the machine's 1-minute load average over this many
+# runnable threads per logical CPU: other work shared its CPUs (75-100x slower on a loaded 2-core host)
+OVERSUBSCRIBED_LOAD = 1.0
 RULES = (f"⚠: the figure's 95 % interval reaches more than ±{100 * WIDE_INTERVAL:g} % from it, a process was "
-         f"lost, the GPU throttled during the timed calls (NVML, read while they ran), or a figure came out over "
-         f"100 % of a bound (then the bound or the timing is wrong). A verdict (a speedup P3 counts, \"fastest\") needs "
-         f"≥ {VERDICT_PROCESSES} worker processes on each side and a passed correctness check: cells with fewer show "
-         f"\"n=1\" / \"n=2, no verdict\", a cell that failed its check gets no speedup. Cells under "
-         f"{DEVICE_TIME_BELOW_MS:g} ms are judged on device time (the GPU time of one call without the host's launch "
-         f"cost) where both sides have it, and say so.")
+         f"lost, the GPU throttled during the timed calls (NVML, read while they ran), the CPU host was "
+         f"oversubscribed (load average over {OVERSUBSCRIBED_LOAD:g} per CPU as they began or ended), or a figure "
+         f"came out over 100 % of a bound (then the bound or the timing is wrong). A verdict (a speedup P3 counts, "
+         f"\"fastest\") needs ≥ {VERDICT_PROCESSES} worker processes on each side and a passed correctness check: "
+         f"cells with fewer show \"n=1\" / \"n=2, no verdict\", a cell that failed its check gets no speedup. Cells "
+         f"under {DEVICE_TIME_BELOW_MS:g} ms are judged on device time (the GPU time of one call without the host's "
+         f"launch cost) where both sides have it, and say so.")
 
 FigureName = Literal["whole call", "device time"]
 
@@ -190,6 +194,15 @@ def tokens_per_joule(result: Result) -> Optional[Estimate]:
     per_token = figure[0]
     return Estimate(value=1 / per_token.value, low=None if per_token.high is None else 1 / per_token.high,
                     high=None if per_token.low is None else 1 / per_token.low)
+
+
+def oversubscribed(result: Result) -> Optional[float]:
+    """The highest load per logical CPU at the edges of a CPU cell's timed calls, where it is over OVERSUBSCRIBED_LOAD
+    (more threads were runnable than the machine has CPUs); else None."""
+    latency = result.metrics.latency
+    worst = max((load for process in (latency.processes if latency else []) for load in process.host_load),
+                default=None)
+    return worst if worst is not None and worst > OVERSUBSCRIBED_LOAD else None
 
 
 def device_timing(latency: Timing) -> Optional[Timing]:
@@ -422,6 +435,9 @@ class PerfRow(CellKey):
             found.append(f"{latency.lost_processes} process(es) lost")
         if throttled_during(self.result):
             found.append("throttled")
+        load = oversubscribed(self.result)
+        if load is not None:
+            found.append(f"host oversubscribed (load {load:.1f} per CPU)")
         if any(f is not None and f > 1 for f in (self.efficiency, self.measured_efficiency)):
             found.append("over 100 % of a bound")
         return found

@@ -1,6 +1,8 @@
 """Matplotlib figures of a report, written as PNG files (Agg backend: no display needed)."""
 
+import hashlib
 import re
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,22 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+class _FileNames:
+    """A figure's file name from the names it draws, as their slugs; where those say too little, the names' hash too:
+    a name with no ASCII letter or digit, or one whose slug another figure of the report took already (names that
+    differ only in case or punctuation, Tiny.A and tiny_a): two figures never share a file."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def __call__(self, prefix: str, *names: str) -> str:
+        stem = "-".join([prefix, *(_slug(name) for name in names)])
+        if stem in self.taken or not all(map(_slug, names)):
+            stem += "-" + hashlib.sha256("\0".join(names).encode()).hexdigest()[:10]
+        self.taken.add(stem)
+        return f"{stem}.png"
+
+
 def _batch_axis(axes, batches: list[int]) -> None:
     axes.set_xscale("log", base=2)
     axes.xaxis.set_major_locator(FixedLocator(batches))
@@ -39,14 +57,32 @@ def _batch_axis(axes, batches: list[int]) -> None:
 
 
 def _series(rows: list[PerfRow]) -> dict[str, list[PerfRow]]:
-    """One line per workflow (and env, when the figure holds several), ok points only, by batch; its label says what
-    the tables say of its points: "(not compiled)", or why they carry no verdict (n=1, ...)."""
-    several_envs = len({row.env for row in rows}) > 1
-    lines: dict[str, list[PerfRow]] = defaultdict(list)
-    for row in sorted(rows, key=lambda r: (workflow_order(r.workflow), r.env, r.batch)):
+    """One line per cell group: workflow, env, precision and settings (lengths, options, weights, repetition), ok
+    points only, by batch, so that no line joins cells that are not the same. Its label names what tells it from the
+    figure's other lines, and says what the tables say of its points: "(not compiled)", or why they carry no verdict
+    (n=1, ...)."""
+    lines: dict[tuple, list[PerfRow]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (workflow_order(r.workflow), r.env, r.precision, r.settings, r.batch)):
         if row.value is not None:
-            lines[f"{row.workflow} ({row.env})" if several_envs else row.workflow].append(row)
-    return {name + _caveat(points): points for name, points in lines.items()}
+            lines[(row.workflow, row.env, row.precision, row.settings)].append(row)
+    aspects = {name: len({aspect(points[0]) for points in lines.values()}) > 1 for name, aspect in _ASPECTS.items()}
+    labels = {key: " ".join([key[0], *(part for name, aspect in _ASPECTS.items()
+                                        if aspects[name] and (part := aspect(points[0])))])
+              for key, points in lines.items()}
+    if len(set(labels.values())) < len(labels):  # settings the aspects do not name (warm-up, repeats, seed...)
+        labels = {key: f"{label} cell {key[3]}" for key, label in labels.items()}
+    return {labels[key] + _caveat(points): points for key, points in lines.items()}
+
+
+# what may tell one line of a figure from another besides its workflow, each as its label shows it
+_ASPECTS = {
+    "env": lambda row: f"env {row.env}",
+    "precision": lambda row: row.precision,
+    "lengths": lambda row: (f"{row.result.job.input_len}/{row.result.job.output_len} in/out" if row.kind == "llm"
+                            else ""),
+    "options": lambda row: f"[{row.result.job.options.non_default()}]" if row.result.job.options.non_default() else "",
+    "weights": lambda row: f"weights {row.result.job.model_path}" if row.result.job.model_path else "random weights",
+}
 
 
 def _caveat(points: list[PerfRow]) -> str:
@@ -65,12 +101,15 @@ def _error_bars(axes, points: list[PerfRow], color: str) -> None:
 
 
 def _save(figure, out_dir: Path, filename: str) -> None:
-    figure.tight_layout()
-    figure.savefig(out_dir / filename, dpi=110)
+    with warnings.catch_warnings():
+        # a name in a script the font lacks (CJK, emoji) is drawn as boxes: the page's text names it, no warning needed
+        warnings.filterwarnings("ignore", "Glyph .* missing from font", UserWarning)
+        figure.tight_layout()
+        figure.savefig(out_dir / filename, dpi=110)
     plt.close(figure)
 
 
-def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path) -> Figure:
+def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path, filename: str) -> Figure:
     kind = rows[0].kind
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     for label, points in _series(rows).items():
@@ -95,12 +134,11 @@ def _performance_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path
     axes.set_title(title)
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize=8)
-    filename = f"{kind}-{_slug(model)}-{_slug(gpu)}.png"
     _save(figure, out_dir, filename)
     return Figure(kind, title, filename)
 
 
-def _energy_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path) -> Figure:
+def _energy_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path, filename: str) -> Figure:
     """Each cell's energy (J/token or J/call) against its speed, both with their 95 % intervals, one marker series per
     workflow, each point labelled with its batch size: down and right is better on both."""
     kind = rows[0].kind
@@ -125,12 +163,11 @@ def _energy_figure(rows: list[PerfRow], model: str, gpu: str, out_dir: Path) -> 
     title = f"{model} on {gpu}: energy against speed"
     axes.set_title(title)
     axes.legend(fontsize=8)
-    filename = f"{kind}-energy-{_slug(model)}-{_slug(gpu)}.png"
     _save(figure, out_dir, filename)
     return Figure(kind, title, filename)
 
 
-def _comparison_figure(comparison: Comparison, out_dir: Path) -> Figure:
+def _comparison_figure(comparison: Comparison, out_dir: Path, filename: str) -> Figure:
     rows = [row for row in comparison.rows if row.ratio is not None]
     labels = [f"{row.model} {row.workflow} b{row.batch} [{row.fixed}]"
               + (" (device time)" if row.figure == "device time" else "") for row in rows]
@@ -150,12 +187,11 @@ def _comparison_figure(comparison: Comparison, out_dir: Path) -> Figure:
     axes.set_xlabel(f"{comparison.second} / {comparison.first} (tokens/s or TFLOPS; 95 % interval)")
     title = f"{comparison.title}"
     axes.set_title(title)
-    filename = f"compare-{comparison.axis}-{_slug(comparison.first)}-vs-{_slug(comparison.second)}.png"
     _save(figure, out_dir, filename)
     return Figure("compare", title, filename)
 
 
-def _generation_figure(rows: list[GenerationRow], comparison: Comparison, out_dir: Path) -> Figure:
+def _generation_figure(rows: list[GenerationRow], comparison: Comparison, out_dir: Path, filename: str) -> Figure:
     """Each workflow's gain from one GPU to the other per batch size, with its interval, against the two lines the
     hardware predicts: the ratio of bandwidths (memory-bound) and of peaks (compute-bound)."""
     figure, axes = plt.subplots(figsize=(8, max(2.8, 0.3 * len(rows) + 1.4)))
@@ -177,7 +213,6 @@ def _generation_figure(rows: list[GenerationRow], comparison: Comparison, out_di
     title = f"{comparison.second} vs {comparison.first}: what each workflow gains"
     axes.set_title(title)
     axes.legend(fontsize=7, loc="lower right")
-    filename = f"generations-{_slug(comparison.first)}-vs-{_slug(comparison.second)}.png"
     _save(figure, out_dir, filename)
     return Figure("compare", title, filename)
 
@@ -189,13 +224,17 @@ def write_figures(report: Report, out_dir: Path) -> list[Figure]:
     groups: dict[tuple[str, str, str], list[PerfRow]] = defaultdict(list)
     for row in report.perf:
         groups[(row.kind, row.model, row.gpu)].append(row)
-    figures = [_performance_figure(rows, model, gpu, out_dir)
-               for (_, model, gpu), rows in sorted(groups.items()) if any(row.value is not None for row in rows)]
-    figures += [_energy_figure(rows, model, gpu, out_dir)
-                for (_, model, gpu), rows in sorted(groups.items()) if any(row.energy is not None for row in rows)]
-    figures += [_comparison_figure(comparison, out_dir) for comparison in report.comparisons]
+    names = _FileNames()
+    figures = [_performance_figure(rows, model, gpu, out_dir, names(kind, model, gpu))
+               for (kind, model, gpu), rows in sorted(groups.items()) if any(row.value is not None for row in rows)]
+    figures += [_energy_figure(rows, model, gpu, out_dir, names(f"{kind}-energy", model, gpu))
+                for (kind, model, gpu), rows in sorted(groups.items()) if any(row.energy is not None for row in rows)]
+    figures += [_comparison_figure(comparison, out_dir,
+                                   names(f"compare-{comparison.axis}", comparison.first, "vs", comparison.second))
+                for comparison in report.comparisons]
     for comparison in report.comparisons:
         rows = generation_rows(comparison)
         if rows:
-            figures.append(_generation_figure(rows, comparison, out_dir))
+            figures.append(_generation_figure(rows, comparison, out_dir,
+                                              names("generations", comparison.first, "vs", comparison.second)))
     return figures

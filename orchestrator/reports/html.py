@@ -15,7 +15,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
 th { text-align: left; background: #f4f4f4; }
 th:first-child, td:first-child, td.text { text-align: left; }
-caption { text-align: left; font-weight: bold; padding: 4px 0; white-space: nowrap; }
+caption { text-align: left; font-weight: bold; padding: 4px 0; }
 figure { display: inline-block; margin: 0 1em 1em 0; width: 640px; } img { width: 100%; }
 sup { color: #555; } .note { color: #555; font-size: 13px; }
 """ + "".join(f".{name} {{ {look.css} }}\n" for name, look in (*STATUSES.items(), *MARKS.items()))

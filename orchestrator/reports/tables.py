@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from mlcbench.orchestrator.reports.data import deciding_timing, joules_per_unit, not_compiled, wide
+from mlcbench.orchestrator.reports.data import deciding_timing, joules_per_unit, not_compiled, oversubscribed, wide
 from mlcbench.orchestrator.reports.fmt import estimate, printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
@@ -37,6 +37,13 @@ def _energy(result: Result) -> str:
     """Joules per generated token (LLMs) or per call, with the interval ("" where the cell has no figure)."""
     figure = joules_per_unit(result)
     return "" if figure is None else estimate(*figure)
+
+
+def _reason(result: Result) -> str:
+    """The result's reason, and a CPU host that was oversubscribed when its timed calls began or ended."""
+    load = oversubscribed(result)
+    flag = f"⚠ host oversubscribed (load {load:.1f} per CPU)" if load is not None else ""
+    return "; ".join(part for part in (flag, result.reason) if part)
 
 
 def _where(result: Result) -> str:
@@ -94,7 +101,7 @@ def wide_table(results: list[Result], title: str) -> Table:
             _stored(job.workflow_label()), job.precision, str(job.batch_size),
             f"[{style}]{result.status}[/]{NOT_COMPILED if _compiled_nothing(result) else ''}",
             _median(metrics.latency), _throughput(result), *([_energy(result)] if energy else []),
-            _num(metrics.compile_s), correct, _stored((result.reason or "")[:80]),
+            _num(metrics.compile_s), correct, _stored(_reason(result)[:120]),
         )
     return table
 
@@ -114,8 +121,8 @@ def compact_table(results: list[Result], title: str) -> Table:
     for result in results:
         job, metrics = result.job, result.metrics
         label = _stored(f"{_model(job)} {job.workflow_label()} {job.precision} b{job.batch_size}")
-        if result.reason:
-            label.append(f"\n{printable(result.reason)}", style="dim")
+        if _reason(result):
+            label.append(f"\n{printable(_reason(result))}", style="dim")
         status = Text(result.status, style=terminal_style(result.status))
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")

@@ -11,9 +11,12 @@ processes, hosts) may write to one store at once."""
 import atexit
 import errno
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 import weakref
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +29,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import (BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, create_engine, event,
                         inspect, select, text)
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
@@ -137,10 +140,10 @@ def _calibration_row(calibration: Calibration) -> CalibrationRow:
 
 class Store:
     def __init__(self, url: str = DEFAULT_DB, create: bool = True, *, pooled: bool = True):
-        """create=False (commands that only read): no store is created where there is none, and a store that cannot
-        be written is read as it is. pooled=False: a connection per transaction, closed after it, so that hundreds of
-        processes writing now and then (Slurm array tasks) do not each hold a server connection open between their
-        writes."""
+        """create=False (commands that only read): no store is created where there is none, a store that cannot
+        be written is read as it is, and none is written (one of an older schema is read through a migrated copy).
+        pooled=False: a connection per transaction, closed after it, so that hundreds of processes writing now and
+        then (Slurm array tasks) do not each hold a server connection open between their writes."""
         self.url = url
         self.safe_url = safe_url(url)
         # the URL's credentials, masked in whatever the store is handed to keep and in every error printed
@@ -148,14 +151,18 @@ class Store:
         remember(self.secrets)
         self.engine, self.read_only, self.warning = open_engine(url, create, pooled)
         _OPEN_ENGINES.add(self.engine)
-        # transactions that write take SQLite's write lock when they begin (waiting for it): one that read first (an
-        # attempt read back to be extended) could not wait for another writer later and would fail "database is locked"
-        self.writer = self.engine.execution_options(**{IMMEDIATE: True})
         try:
-            migrate(self.engine, self.read_only)
+            if create:
+                migrate(self.engine)
+            else:
+                self.engine = at_this_schema(self.engine, url)
+                _OPEN_ENGINES.add(self.engine)
         except DBAPIError as error:
             raise EnvironmentFailure(f"cannot bring the result store {self.safe_url} to this mlcbench's schema: "
                                      f"{failure(error, url)}; run the command again") from None
+        # transactions that write take SQLite's write lock when they begin (waiting for it): one that read first (an
+        # attempt read back to be extended) could not wait for another writer later and would fail "database is locked"
+        self.writer = self.engine.execution_options(**{IMMEDIATE: True})
         # row id -> why its stored result could not be read: rows the reads so far skipped
         self.unreadable: dict[int, str] = {}
 
@@ -350,9 +357,11 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
                     raise EnvironmentFailure(f"{reason}; free space, then run the same command again") from None
                 raise UsageError(f"{reason}; choose another --db") from None
         read_only = path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
-        if read_only and create:
-            raise UsageError(f"the result store {path} cannot be written (a read-only file or filesystem); make it "
-                             f"writable or choose another --db")
+        if read_only and create:  # the machine's state, as the README's table of exit codes has it (1)
+            raise EnvironmentFailure(f"the result store {path} cannot be written (a read-only file or filesystem); "
+                                     f"make it writable or choose another --db")
+    if path is not None and path.is_file() and path.stat().st_size > 0:
+        _refuse_another_programs_sqlite(path, url)
     if read_only:
         opened = _read_only_sqlite(path)  # type: ignore[arg-type]
         with opened.engine.connect() as connection:
@@ -385,9 +394,25 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
 def _refuse_unless_a_store(connection: Connection, url: str) -> None:
     """A UsageError unless the database holds mlcbench's tables: a command that only reads never creates them in an
     empty database or another program's."""
-    if not set(inspect(connection).get_table_names()) & {"results", "alembic_version"}:
+    if "alembic_version" not in inspect(connection).get_table_names():
         raise UsageError(f"{safe_url(url)} is not an mlcbench result store (an empty database, or another program's: "
-                         f"it has no results table); check --db (a sweep creates a store)")
+                         f"it has no alembic_version table); check --db (a sweep creates a store)")
+
+
+def _refuse_another_programs_sqlite(path: Path, url: str) -> None:
+    """A UsageError where a SQLite file holds tables but not mlcbench's (every store has its alembic_version table),
+    so that another program's database is refused before anything is written to it (no table added, its journal mode
+    not switched). Its file alone is read, as immutable: a read-only connection would leave a write-ahead log and its
+    index beside a store. A file that does not read so is left to the opening that follows, which says why."""
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(path))}?immutable=1", uri=True)) as connection:
+            tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return
+    if tables and "alembic_version" not in tables:
+        raise UsageError(f"{safe_url(url)} is not an mlcbench result store: another program's SQLite database "
+                         f"({len(tables)} table(s), no alembic_version); nothing was written to it; choose another "
+                         f"--db (a sweep creates a store in a new file)")
 
 
 def _read_only_sqlite(path: Path) -> OpenedStore:
@@ -535,10 +560,45 @@ def _alembic_config(connection) -> Config:
     return config
 
 
-def migrate(engine: Engine, read_only: bool = False) -> None:
-    """Bring the store's schema to the newest migration; refuse a store made by a newer mlcbench, and a read-only one
-    that would need a migration. A store already at the newest is only read, without the lock: hundreds of Slurm array
-    tasks open it at once."""
+def _refuse_unknown(current: Optional[str], scripts: ScriptDirectory) -> None:
+    if current is not None and current not in {script.revision for script in scripts.walk_revisions()}:
+        raise UsageError(f"the result store is at schema revision {current}, unknown to this mlcbench "
+                         f"(made by a newer version?); upgrade mlcbench")
+
+
+def at_this_schema(engine: Engine, url: str) -> Engine:
+    """An engine that reads the store at this mlcbench's schema without writing to it (a command that only reads): the
+    store's own where it is at the newest revision; an older SQLite store's migrated copy in a temporary folder
+    (removed at exit); an older server's store is refused with the command that upgrades it."""
+    with engine.connect() as connection:
+        scripts = ScriptDirectory.from_config(_alembic_config(connection))
+        current = MigrationContext.configure(connection).get_current_revision()
+    head = scripts.get_current_head()
+    if current == head:
+        return engine
+    _refuse_unknown(current, scripts)
+    path = sqlite_file(url)
+    if path is None:
+        engine.dispose()
+        raise UsageError(f"the result store {safe_url(url)} is at schema revision {current}, older than this "
+                         f"mlcbench's {head}, and a command that only reads does not upgrade it: upgrade it with "
+                         f"`mlcbench merge --into URL` (a merge of no store only upgrades its target)")
+    scratch = Path(tempfile.mkdtemp(prefix="mlcbench-read-"))
+    atexit.register(shutil.rmtree, scratch, True)
+    copy = scratch / path.name
+    with engine.connect() as connection, closing(sqlite3.connect(copy)) as target:
+        connection.connection.driver_connection.backup(target)
+    engine.dispose()
+    copied = create_engine(URL.create("sqlite", database=str(copy)))
+    event.listen(copied, "connect", _sqlite_pragmas)
+    event.listen(copied, "begin", _sqlite_begin)
+    migrate(copied)
+    return copied
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the store's schema to the newest migration; refuse a store made by a newer mlcbench. A store already at
+    the newest is only read, without the lock: hundreds of Slurm array tasks open it at once."""
     with engine.connect() as connection:
         head = ScriptDirectory.from_config(_alembic_config(connection)).get_current_head()
         if MigrationContext.configure(connection).get_current_revision() == head:
@@ -547,15 +607,6 @@ def migrate(engine: Engine, read_only: bool = False) -> None:
         if connection.dialect.name == "postgresql":  # released at commit; on SQLite, BEGIN IMMEDIATE is the lock
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         config = _alembic_config(connection)
-        current = MigrationContext.configure(connection).get_current_revision()
-        known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
-        if current is not None and current not in known:
-            raise UsageError(f"the result store is at schema revision {current}, unknown to this mlcbench "
-                             f"(made by a newer version?); upgrade mlcbench")
-        if read_only:
-            head = ScriptDirectory.from_config(config).get_current_head()
-            if current != head:
-                raise UsageError(f"the result store is read-only and at schema revision {current or 'none'}, older "
-                                 f"than this mlcbench's {head}; copy it somewhere writable (it is upgraded in place)")
-            return
+        _refuse_unknown(MigrationContext.configure(connection).get_current_revision(),
+                        ScriptDirectory.from_config(config))
         command.upgrade(config, "head")

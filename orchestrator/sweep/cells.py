@@ -99,7 +99,8 @@ class CellAttempt:
         elif correctness is not None and not correctness.passed:
             reason = "correctness check failed against eager" + (
                 f" in {correctness.processes_failed} of {correctness.processes_checked} processes"
-                if correctness.processes_checked else "")
+                if correctness.processes_checked else "") + (
+                f": {correctness.not_finite}" if correctness.not_finite else "")
         provenance_ = base.provenance.model_copy(update={
             "ended_at": self.ended_at, "order_seed": self.order_seed, "clocks": self.clocks})
         return base.model_copy(update={"metrics": metrics, "correctness": correctness, "provenance": provenance_,

@@ -84,7 +84,8 @@ def test_an_immutable_store_is_read_by_the_read_commands_and_refused_by_a_sweep(
     exported = runner.invoke(app, ["export", "--db", url])
     assert exported.exit_code == 0 and len(exported.stdout.splitlines()) == 3
     assert runner.invoke(app, ["report", "--db", url]).exit_code == 0
-    one_error_line(runner.invoke(app, [*TINY, "--db", url, "--workdir", str(tmp_path / "w")]), ExitCode.USAGE,
+    # exit 1, as the README's table has "a store that cannot be written"
+    one_error_line(runner.invoke(app, [*TINY, "--db", url, "--workdir", str(tmp_path / "w")]), ExitCode.ENVIRONMENT,
                    "cannot be written (a read-only file or filesystem)")
     assert digest(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["store.db"]
 

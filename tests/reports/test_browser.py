@@ -56,3 +56,23 @@ def test_screenshot_is_not_blank(report_dir, tmp_path):
         assert image.size == (1400, 3000)
         colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
         assert colours is None or len(colours) > 50  # None: more colours than counted
+
+
+# Where each table's value cells end, against the viewport: set on the body once the page has loaded.
+CELLS_IN_VIEW = """<script>
+window.addEventListener('load', function () {
+  var cells = Array.prototype.slice.call(document.querySelectorAll('td'));
+  var outside = cells.filter(function (cell) { return cell.getBoundingClientRect().right > window.innerWidth; });
+  document.body.dataset.cells = String(cells.length);
+  document.body.dataset.cellsOutside = String(outside.length);
+});
+</script>"""
+
+
+def test_every_value_cell_is_inside_a_1280_px_viewport(report_dir, tmp_path):
+    """Captions of 200-300 characters that did not wrap pushed the tables' value columns off-screen."""
+    page = report_dir / "index.html"
+    measured = report_dir / "measured.html"
+    measured.write_text(page.read_text().replace("</body>", CELLS_IN_VIEW + "</body>"))
+    dom = chromium(tmp_path / "profile", "--window-size=1280,900", "--dump-dom", measured.as_uri()).stdout
+    assert 'data-cells-outside="0"' in dom and 'data-cells="0"' not in dom, dom[-300:]

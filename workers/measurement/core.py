@@ -22,6 +22,7 @@ from mlcbench.workers.measurement.clocks import clocks_during_calls
 from mlcbench.workers.measurement.correctness import worst_of
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.energy import energy_meter
+from mlcbench.workers.measurement.probes import host_load
 from mlcbench.workers.measurement.references import ReferenceCache, ReferenceState
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
 from mlcbench.workers.stacks import inductor_cache
@@ -153,9 +154,12 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
         graphs_before = compiled_graphs()
         energy = energy_meter(cuda, job.repeats, ctx.cache_dir.parent)
         timed_from = time.time()
+        load_before = None if cuda else host_load()
         latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
                              clocks_during_calls(cuda), edges=[energy],
                              after_each=kind.keep_timed if correctness else None)
+        cpu = {} if cuda else dict(cpu_threads=torch.get_num_threads(),
+                                   host_load=[load for load in (load_before, host_load()) if load is not None])
         figures = kind.after_timed_calls(prepared, latency, notes)
         late_compiles = compiled_graphs() - graphs_before
         # a bug that shows only once a call reuses what an earlier one left (a cache, a graph's buffers) fails here
@@ -178,7 +182,7 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
                           **prepared.applied.model_dump(exclude_unset=True), compile_caches=caches,
                           compiled_graphs=compile_stats.graphs)
     metrics = Metrics(
-        latency=for_this_process(latency, correctness=correctness, energy=energy.window, **figures.process),
+        latency=for_this_process(latency, correctness=correctness, energy=energy.window, **cpu, **figures.process),
         compile_s=prepare_s + first_call_s, compile_cache=compile_stats.compile_cache, load_s=load_s,
         compiler_import_s=compiler_import_s,
         torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,

@@ -20,12 +20,28 @@ def as_torch(output: object) -> torch.Tensor:
     return torch.from_numpy(numpy.array(output, dtype=numpy.float64))
 
 
+def _not_finite(*outputs: tuple[str, torch.Tensor]) -> Optional[str]:
+    """Which outputs hold NaN or infinite values, and how many: no error can be measured on them (a NaN would reach
+    the check's figures, and JSON has no NaN); None when every value is finite."""
+    found = []
+    for name, values in outputs:
+        # one step at a time: a mask of a long generation's logits on the GPU would be as large as the logits
+        bad = sum(int((~torch.isfinite(step)).sum()) for step in (values.unbind(1) if values.dim() > 1 else [values]))
+        if bad:
+            found.append(f"{name}: {bad} of {values.numel()} value(s) NaN or infinite")
+    return "; ".join(found) or None
+
+
 def compare_tensors(output: object, reference: torch.Tensor, dtype: torch.dtype) -> Correctness:
-    out = as_torch(output).detach().to("cpu", torch.float64).reshape(-1)
+    output = as_torch(output)
+    out = output.detach().to("cpu", torch.float64).reshape(-1)
     ref = reference.detach().to("cpu", torch.float64).reshape(-1)
     tolerance = TOLERANCE[dtype]
     if out.shape != ref.shape:
         return Correctness(method="outputs", tolerance=tolerance, passed=False)
+    not_finite = _not_finite(("the workflow's output", out), ("eager's output", ref))
+    if not_finite is not None:
+        return Correctness(method="outputs", tolerance=tolerance, passed=False, not_finite=not_finite)
     diff = out - ref
     rel_l2 = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
     cosine = torch.nn.functional.cosine_similarity(out, ref, dim=0).item()
@@ -130,6 +146,11 @@ def compare_teacher_forced(output: Generation, reference: Generation, dtype: tor
         return Correctness(method="teacher_forced", tolerance=LLM_TOLERANCE[dtype], passed=False, steps_checked=0,
                            note=f"logits {got} and tokens {tuple(output.tokens.shape)} against eager's "
                                 f"{tuple(ref_logits.shape)} and {tuple(reference.tokens.shape)}")
+    not_finite = _not_finite(("the workflow's logits", logits), ("eager's logits", ref_logits),
+                             *([("eager's fp32 logits", gold_logits)] if gold_logits is not None else []))
+    if not_finite is not None:
+        return Correctness(method="teacher_forced", tolerance=LLM_TOLERANCE[dtype], passed=False, steps_checked=0,
+                           not_finite=not_finite)
     chosen, expected = output.tokens.cpu(), reference.tokens.cpu()
     batch, steps = expected.shape
     # per row and step (float64, one step at a time: [batch, vocab] stays small)

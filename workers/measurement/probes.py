@@ -60,6 +60,15 @@ def host_cpus() -> Optional[int]:
     return os.cpu_count()
 
 
+def host_load() -> Optional[float]:
+    """The machine's 1-minute load average per logical CPU (a container sees the machine's): over 1.0, more threads
+    were runnable than it has CPUs. None where the system keeps none."""
+    try:
+        return round(os.getloadavg()[0] / (os.cpu_count() or 1), 3)
+    except (AttributeError, OSError):
+        return None
+
+
 @functools.cache  # installed versions do not change while a worker runs; reading them costs ~15 ms
 def package_versions() -> dict[str, str]:
     versions = {}

@@ -44,7 +44,15 @@ def build(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.devic
     from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
     if job.model_path:
-        model = AutoModelForCausalLM.from_pretrained(job.model_path, dtype=dtype)
+        # mismatched tensors are loaded as a report rather than raised (transformers' error only points at the log)
+        model, loading = AutoModelForCausalLM.from_pretrained(job.model_path, dtype=dtype, output_loading_info=True,
+                                                              ignore_mismatched_sizes=True)
+        mismatched = sorted(loading.get("mismatched_keys") or ())
+        if mismatched:
+            name, stored, built = mismatched[0]
+            raise ValueError(f"the checkpoint {job.model_path} does not match its config.json: {len(mismatched)} "
+                             f"tensor(s) of another shape, {name} {list(stored)} in the checkpoint but "
+                             f"{list(built)} by the config; mend one or the other")
         return model.to(device).eval()
     torch.manual_seed(job.seed)
     previous = torch.get_default_dtype()
