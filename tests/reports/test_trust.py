@@ -96,13 +96,13 @@ def test_runs_with_different_settings_never_share_a_cell_or_a_speedup():
     assert [r for r in rows if r.result is compiled][0].speedup.value == pytest.approx(1.5)
     # a workflow's own options (eager has none) keep it in its own table, against the same eager run
     optioned_job = compiled.job.model_copy(update={"options": compiled.job.options.model_copy(
-        update={"io_binding": False})})
+        update={"compile_mode": "max-autotune"})})
     optioned = _with(compiled, job=optioned_job, job_id=optioned_job.job_id)
     rows = perf_rows([eager, compiled, optioned])
     tables = throughput_tables(rows)
     assert len(tables) == 2
     # a reader tells the two tables apart by the option, not by a hash
-    assert sorted("options io_binding=False" in table.settings for table in tables) == [False, True]
+    assert sorted("options compile_mode=max-autotune" in table.settings for table in tables) == [False, True]
     assert [r for r in rows if r.result is optioned][0].speedup.value == pytest.approx(1.5)
 
 
