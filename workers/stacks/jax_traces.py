@@ -17,6 +17,8 @@ import json
 import os
 import platform
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Optional
@@ -65,12 +67,14 @@ class JaxCompileCounts:
 
     def __init__(self) -> None:
         self.hits = self.misses = self.traces_loaded = self.traces_exported = 0
+        self._lock = threading.Lock()  # programs compile on several threads at once (ExportedForward.ready)
 
     def _on_event(self, event: str, **_: object) -> None:
-        if event == _HIT:
-            self.hits += 1
-        elif event == _MISS:
-            self.misses += 1
+        with self._lock:
+            if event == _HIT:
+                self.hits += 1
+            elif event == _MISS:
+                self.misses += 1
 
     @contextmanager
     def listening(self) -> Iterator["JaxCompileCounts"]:
@@ -99,13 +103,17 @@ class JaxCompileCounts:
 class ExportedForward:
     """A torchax module's forward, called with torchax tensors like torchax.compile's JittableModule (weights and
     buffers as jit arguments, one program per input shape), each shape's program run from its exported trace in
-    `folder`: exported there by the first process that needs it, loaded by every later one."""
+    `folder`: exported there by the first process that needs it, loaded by every later one.
 
-    def __init__(self, module: "torch.nn.Module", folder: Path, counts: JaxCompileCounts):
+    The first call also readies the programs of the next `lengths` - 1 sequence lengths (a greedy loop without a KV
+    cache calls one per step): traced one after another (Python), then compiled, or loaded from JAX's cache, on
+    threads at once (XLA compiles outside the interpreter's lock), each the program the call would compile."""
+
+    def __init__(self, module: "torch.nn.Module", folder: Path, counts: JaxCompileCounts, lengths: int = 1):
         import jax
         from torchax import interop
 
-        self.jax, self.interop, self.folder, self.counts = jax, interop, folder, counts
+        self.jax, self.interop, self.folder, self.counts, self.lengths = jax, interop, folder, counts, lengths
         jittable = interop.JittableModule(module)
         self.weights = interop.jax_view((jittable.params, jittable.buffers))
         self.traced = jax.jit(interop.jax_view(functools.partial(jittable.functional_call, "forward")))
@@ -114,10 +122,26 @@ class ExportedForward:
     def __call__(self, input_ids: "torch.Tensor") -> "torch.Tensor":
         ids = self.interop.jax_view(input_ids)
         key = (tuple(ids.shape), str(ids.dtype))
+        if not self.programs:
+            batch, length = ids.shape
+            self.ready([self.jax.ShapeDtypeStruct((batch, length + step), ids.dtype) for step in range(self.lengths)])
         program = self.programs.get(key)
         if program is None:
             program = self.programs[key] = self.jax.jit(self._exported(ids).call)
         return self.interop.torch_view(program(*self.weights, ids))
+
+    def ready(self, inputs: list[Any]) -> None:
+        """Compiled programs for these inputs' shapes and dtypes (jax.ShapeDtypeStruct), on as many threads as this
+        process may use cores."""
+        exported = [self._exported(spec) for spec in inputs]
+
+        def compiled(index: int) -> Any:
+            return self.jax.jit(exported[index].call).lower(*self.weights, inputs[index]).compile()
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(inputs), len(os.sched_getaffinity(0))))) as pool:
+            programs = list(pool.map(compiled, range(len(inputs))))
+        self.programs.update({(tuple(spec.shape), str(spec.dtype)): program
+                              for spec, program in zip(inputs, programs)})
 
     def path(self, ids: Any) -> Path:
         return self.folder / f"{'x'.join(map(str, ids.shape))}-{ids.dtype}.jax_exported"
