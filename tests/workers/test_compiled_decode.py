@@ -252,11 +252,18 @@ def in_a_fresh_process(jobs: list[JobSpec], cache_dir) -> list[Result]:
     return [Result.model_validate_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def test_a_precompile_shape_names_the_options_a_job_compiles_with_and_is_unchanged_without_any():
-    assert job_shape(job()) == "llama-2layer-random-fp32-b2-in32-out6"  # the folder a cache written earlier is in
+def test_a_precompile_shape_names_the_options_the_model_and_the_shape_a_job_compiles_with(monkeypatch):
+    """A changed option, shape or model never loads another's compiled graphs: the guards kept do not check the
+    config values a graph holds as constants, so a catalog row changed under its own name moves its folder too."""
     variants = {job_shape(job(options=options)) for options in
                 ({}, {"pdl": True}, {"fused_projections": False}, {"compile_mode": "max-autotune"})}
     assert len(variants) == 4
+    shapes = {job_shape(job(**fields)) for fields in
+              ({}, {"batch_size": 1}, {"input_len": 31}, {"output_len": 7}, {"precision": "bf16"})}
+    assert len(shapes) == 5
+    before = job_shape(job())
+    monkeypatch.setitem(MODELS, "llama-2layer", MODELS["llama-2layer"].model_copy(update={"tie_word_embeddings": True}))
+    assert job_shape(job()) != before
 
 
 def test_cache_key_names_interpreter_torch_triton_device_and_image():

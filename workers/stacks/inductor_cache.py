@@ -113,9 +113,9 @@ def job_shape(job: "JobSpec") -> str:
     (a package loads whole, whatever the options: one compiled without PDL must never serve a job that asks for it)."""
     # a checkpoint may differ from the catalog's config in what the guards see (its EOS ids, for one)
     weights = hashlib.sha256(job.model_path.encode()).hexdigest()[:12] if job.model_path else "random"
-    # a suite's own model is named by its user: two configs under one name must not share compiled graphs
-    model = job.model if job.model_info is None else \
-        f"{job.model}-{hashlib.sha256(job.model_info.model_dump_json().encode()).hexdigest()[:12]}"
+    # two configs under one name (a suite's own model, a catalog row changed) must not share compiled graphs: the
+    # guards kept leave out the config values a graph holds as constants (a norm's epsilon)
+    model = f"{job.model}-{hashlib.sha256(job.info.model_dump_json().encode()).hexdigest()[:12]}"
     options = job.options.model_dump_json(exclude_defaults=True)
     variant = "" if options == "{}" else f"-options{hashlib.sha256(options.encode()).hexdigest()[:12]}"
     return f"{model}-{weights}-{job.precision}-b{job.batch_size}-in{job.input_len}-out{job.output_len}{variant}"
