@@ -5,7 +5,7 @@ torch 2.11's package loader segfaults in the generated model container's constru
 nn.Linear's too, so not CUDA), in a fresh process as in the compiling one: measured on an H100 (2026-11-22/23, a
 native backtrace) and on four H200s (2026-11-28: 32 cells, ≈ 45 s of GPU time each); torch 2.13 loads the same
 package. No loader of that torch avoids the constructor, so a job on it is unsupported before anything is compiled;
-benchmarks/aoti_segfault.py reproduces the crash in under a minute."""
+`STEP=aoti bash benchmarks/paper_device.sh` reproduces the crash on a GPU in under a minute."""
 
 import torch
 
@@ -26,7 +26,7 @@ class AOTInductor(Workflow):
             raise Unsupported(f"aot_inductor: torch {torch.__version__}'s aoti_load_package segfaults in the generated "
                               "model container's constructor (CPU and CUDA packages, fresh processes too; cf. "
                               "pytorch/pytorch#166415); torch 2.13 loads the same package "
-                              "(benchmarks/aoti_segfault.py)")
+                              "(STEP=aoti benchmarks/paper_device.sh)")
         exported = torch.export.export(module, inputs)
         package = ctx.cache_dir / "aot_inductor" / f"{ctx.job.job_id}.pt2"
         package.parent.mkdir(parents=True, exist_ok=True)
