@@ -9,8 +9,21 @@
 #       [sweep options, e.g. --model matmul-tinyllama,...]
 #   SUITE=energy MLCBENCH_POWER_CHECK=1 ... bash benchmarks/paper_device.sh   (the energy study: the counter checked
 #       against nvmlDeviceGetPowerUsage sampled over each timed window)
+#
+# STEP=aoti runs no sweep: the aot_inductor workflow's crash in under a minute (why that workflow refuses torch 2.11):
+# an AOTInductor package of one nn.Linear on the GPU, compiled, then loaded and called in a fresh process with
+# faulthandler on; torch 2.11 (cu130) segfaulted at the load (exit 139) on an H100 and on H200s, torch 2.13 loads it.
 set -uo pipefail
 . benchmarks/device_env.sh
+if [ "${STEP:-}" = aoti ]; then
+    python3 -c "import torch; m = torch.nn.Linear(256, 512).cuda(); print(torch.__version__, torch.version.cuda,
+torch.cuda.get_device_name(), torch._inductor.aoti_compile_and_package(torch.export.export(m,
+(torch.randn(4, 256, device='cuda'),)), package_path='/tmp/aoti.pt2'))" || exit
+    python3 -X faulthandler -c "import torch; run = torch._inductor.aoti_load_package('/tmp/aoti.pt2');
+print('loaded; output', tuple(run(torch.randn(4, 256, device='cuda')).shape))"
+    echo "aoti_load_package in a fresh process: exit $?"
+    exit
+fi
 export MLCBENCH_ENVS_DIR=$PWD/envs PYTHONUNBUFFERED=1
 suite=${SUITE:-paper}
 store=/root/$suite.db gpu=${GPU_TAG:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[12]00' | tr H h)}

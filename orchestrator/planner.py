@@ -1,6 +1,7 @@
 """Suite + filters + envs + target -> what to run, what cannot run (with the reason), and what is already done."""
 
 import importlib.util
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Collection, Mapping, Optional, Sequence
@@ -73,14 +74,25 @@ def expand(suite: Suite, target: Target, filters: Filters,
             for job in jobs]
 
 
+# signals a worker dies of when the code it runs faults (not SIGKILL, which the OOM killer and users send)
+FAULT_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT})
+
+
 def is_final(result: Optional[Result], config_key: str) -> bool:
     """Another run would only repeat it: ok, or unsupported under the same configuration (an env.toml typo fixed, or a
-    library installed, is worth another try)."""
+    library installed, is worth another try), or a worker killed by a fault signal under the same configuration (on
+    four H200s a resume ran 32 aot_inductor cells again, each segfaulting after ≈ 45 s of GPU time: --rerun asks)."""
+    if result is not None and result.status == "crashed":
+        return crashed_on_a_fault(result) and result.provenance.config_key == config_key
     if result is None or result.status not in FINAL_STATUSES:
         return False
     if result.status == "ok":
         return measured_in_full(result)
     return result.provenance.config_key == config_key
+
+
+def crashed_on_a_fault(result: Result) -> bool:
+    return result.exit_code is not None and -result.exit_code in FAULT_SIGNALS
 
 
 def measured_in_full(result: Result) -> bool:

@@ -27,6 +27,7 @@ from mlcbench.schema.options import Options
 from mlcbench.schema.results import (
     FINAL_STATUSES,
     Applied,
+    CacheCounts,
     Clocks,
     CompileCost,
     Correctness,
@@ -45,6 +46,7 @@ __all__ = [
     "FINAL_STATUSES",
     "Applied",
     "Calibration",
+    "CacheCounts",
     "Clocks",
     "CompileCost",
     "GPUS",

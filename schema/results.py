@@ -134,6 +134,29 @@ class CellEnergy(StrictModel):
     reason: Optional[str] = Field(None, description="why no process gave a figure (the first process's reason)")
 
 
+class CacheCounts(StrictModel):
+    """What one process's compile found in its compilers' on-disk caches, as the compilers count it (None: that cache
+    was not consulted). A warm process shows hits and no misses: the proof that it started from what an earlier one
+    compiled."""
+
+    # Inductor's FX graph cache, AOTAutograd's cache and dynamo's precompile cache (torch.compile's counters); a
+    # bypass is a graph the cache refused to store or look up (compiled every time)
+    fx_graph_hits: Optional[int] = None
+    fx_graph_misses: Optional[int] = None
+    fx_graph_bypasses: Optional[int] = None
+    aot_autograd_hits: Optional[int] = None
+    aot_autograd_misses: Optional[int] = None
+    aot_autograd_bypasses: Optional[int] = None
+    dynamo_precompile_hits: Optional[int] = None
+    dynamo_precompile_misses: Optional[int] = None
+    # JAX's persistent compilation cache: XLA programs loaded from it / compiled and written to it
+    jax_hits: Optional[int] = None
+    jax_misses: Optional[int] = None
+    # torchax: traced forwards loaded as exported StableHLO / traced in this process and exported
+    traces_loaded: Optional[int] = None
+    traces_exported: Optional[int] = None
+
+
 class ProcessTiming(StrictModel):
     """The timed calls of a cell in one worker process, in milliseconds, in call order."""
 
@@ -145,6 +168,7 @@ class ProcessTiming(StrictModel):
     # what preparing the cell cost this process: the first compiles cold, later ones may find Inductor's cache warm
     compile_s: Optional[float] = None
     compile_cache: Optional[Literal["cold", "warm"]] = None
+    cache_counts: Optional[CacheCounts] = None  # Metrics.cache_counts of this process
     compiler_import_s: Optional[float] = None  # Metrics.compiler_import_s of this process
     # every process checks its own first call against eager (a cell fails its check when one process fails)
     correctness: Optional["Correctness"] = None
@@ -271,6 +295,8 @@ class Metrics(StrictModel):
                           "cold: one was compiled")
     compile_cold: Optional[CompileCost] = None
     compile_warm: Optional[CompileCost] = None
+    cache_counts: Optional[CacheCounts] = Field(None, description="what the compile found in the compilers' on-disk "
+                                                                  "caches, as they count it")
     load_s: Optional[float] = Field(None, description="model construction / loading")
     compiler_import_s: Optional[float] = Field(
         None, description="importing the workflow's compiler (its catalog row's compiler_modules) before the model is "
@@ -319,6 +345,7 @@ class Metrics(StrictModel):
         if self.latency is None:
             return []
         return [process.model_copy(update={"compile_s": self.compile_s, "compile_cache": self.compile_cache,
+                                           "cache_counts": self.cache_counts,
                                            "compiler_import_s": self.compiler_import_s})
                 for process in self.latency.processes]
 

@@ -5,9 +5,9 @@ measurement all import (tests/test_architecture.py holds the order)."""
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Iterator, Mapping, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Protocol, TypeVar
 
-from mlcbench.schema import Applied, JobSpec, Options
+from mlcbench.schema import Applied, CacheCounts, JobSpec, Options
 from mlcbench.schema.results import Setting
 
 if TYPE_CHECKING:
@@ -78,6 +78,17 @@ class Fragment:
 Runs = TypeVar("Runs")
 
 
+class CacheCounter(Protocol):
+    """A compiler's own count of what a compile found in its on-disk caches, for a compiler whose counters dynamo does
+    not keep (JAX's)."""
+
+    def counts(self) -> CacheCounts:
+        ...
+
+    def state(self) -> Optional[Literal["cold", "warm"]]:
+        """cold: something was compiled; warm: everything came from the caches; None: nothing was compiled."""
+
+
 @dataclass
 class Prepared(Generic[Runs]):
     """What compile_module and prepare_llm return: what runs, and what the workflow decided to get there."""
@@ -91,6 +102,8 @@ class Prepared(Generic[Runs]):
     # free-form provenance stored beside `applied` (library versions, paths, the stack's own options), never read by
     # the reports; a runner handed this dict may add to it during its calls (XLA's compile counts)
     notes: dict[str, Setting] = field(default_factory=dict)
+    # counting through the first call, read when the workflow's compiling block ends (None: dynamo's counters tell)
+    cache_counter: Optional[CacheCounter] = None
 
     def fold(self, *fragments: Fragment) -> "Prepared[Runs]":
         """This Prepared with the fragments' Applied fields and notes added, in order (a later one replaces the same

@@ -112,7 +112,8 @@ def sweep(
         help="GPUs to run on at once, one worker each: 'all' or indices '0,1' (default: the first GPU)")] = None,
     force_gpu_tag: Annotated[bool, typer.Option(help="tag results with --gpu even if the hardware differs")] = False,
     db: DbOption = DEFAULT_DB,
-    rerun: Annotated[bool, typer.Option(help="run again jobs that already have a final result")] = False,
+    rerun: Annotated[bool, typer.Option(help="run again jobs that already have a final result (one whose worker "
+                                             "died of a segfault or another fault signal counts)")] = False,
     model: Annotated[Optional[list[str]], typer.Option(
         help="only these models of the suite; without --suite, a model not in the catalog (a folder with a "
              "config.json, or a model id in the local Hugging Face cache) or --input-len/--output-len make a grid "

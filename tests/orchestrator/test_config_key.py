@@ -51,3 +51,21 @@ def test_unsupported_is_final_only_under_the_configuration_that_decided_it():
             update={"config_key": stored_key})})}
         plan = plan_env(env, [JOB], CPU, done, rerun=False, config_key=current_key)
         assert (plan.to_run == [JOB]) is runs, (stored_status, stored_key, current_key)
+
+
+def test_a_cell_whose_worker_died_of_a_fault_is_not_run_again_under_the_same_configuration_unless_asked():
+    """A segfault is the code's answer to that job: a resume ran 32 aot_inductor cells again on four H200s, ≈ 45 s of
+    GPU time each. A kill (the OOM killer's, a user's), a timeout or a failure is tried again; --rerun runs it all."""
+    env = load_env("local")
+    for status, exit_code, stored_key, rerun, runs in [
+        ("crashed", -11, "a", False, False), ("crashed", -6, "a", False, False), ("crashed", -7, "a", False, False),
+        ("crashed", -11, "a", True, True), ("crashed", -11, "b", False, True), ("crashed", -11, None, False, True),
+        ("crashed", -9, "a", False, True), ("crashed", None, "a", False, True), ("timeout", None, "a", False, True),
+        ("failed", 1, "a", False, True),
+    ]:
+        result = tagged(JOB, status, exit_code=exit_code)
+        done = {JOB.job_id: result.model_copy(update={"provenance": result.provenance.model_copy(
+            update={"config_key": stored_key})})}
+        plan = plan_env(env, [JOB], CPU, done, rerun=rerun, config_key="a")
+        assert (plan.to_run == [JOB]) is runs, (status, exit_code, stored_key, rerun)
+        assert plan.skipped == (0 if runs else 1)

@@ -240,6 +240,28 @@ def test_hf_static_recipe_loads_its_compiled_forward_warm_in_a_fresh_process(tmp
     assert other_shape.metrics.compile_cache == "cold" and other_shape.correctness.passed
 
 
+def test_the_compiled_forward_loads_every_graph_warm_in_a_fresh_process_and_traces_nothing(tmp_path):
+    """torch_compile_forward's warm processes found every graph in Inductor's caches and still traced the model in
+    dynamo three times (prefill, first decode step, the dynamic-shape recompile): 20-30 s on an H200. Now they load
+    the traced graphs from dynamo's precompile cache, as its counters say, stored with the process."""
+    forward = functools.partial(job, workflow="torch_compile_forward", warmup=0, repeats=1)
+    cold = run_job(forward(), tmp_path)
+    assert cold.status == "ok", cold.error
+    assert cold.metrics.compile_cache == "cold" and cold.metrics.applied.compiled_graphs == 3
+    assert cold.metrics.cache_counts.fx_graph_misses == 3 and cold.metrics.cache_counts.dynamo_precompile_misses == 1
+    assert cold.metrics.applied.compile_caches == ("inductor", "dynamo_precompile")
+
+    warm, other_shape = in_a_fresh_process([forward(), forward(batch_size=1)], tmp_path)
+    assert warm.status == "ok", warm.error
+    assert warm.metrics.compile_cache == "warm", (warm.metrics.cache_counts, warm.metrics.settings)
+    assert "dynamo_trace_s" not in warm.metrics.settings and warm.metrics.cache_counts.dynamo_precompile_hits == 1
+    assert warm.metrics.cache_counts.fx_graph_misses == warm.metrics.cache_counts.dynamo_precompile_misses == 0
+    assert warm.metrics.worker_processes()[0].cache_counts == warm.metrics.cache_counts
+    assert warm.correctness.passed and warm.correctness.token_agreement == 1.0
+    assert other_shape.status == "ok", other_shape.error
+    assert other_shape.metrics.compile_cache == "cold" and other_shape.correctness.passed
+
+
 def in_a_fresh_process(jobs: list[JobSpec], cache_dir) -> list[Result]:
     """run_job for each job, in order, in one new Python process (as a worker runs its jobs)."""
     script = ("import sys\n"
@@ -253,11 +275,18 @@ def in_a_fresh_process(jobs: list[JobSpec], cache_dir) -> list[Result]:
     return [Result.model_validate_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def test_a_precompile_shape_names_the_options_a_job_compiles_with_and_is_unchanged_without_any():
-    assert job_shape(job()) == "llama-2layer-random-fp32-b2-in32-out6"  # the folder a cache written earlier is in
+def test_a_precompile_shape_names_the_options_the_model_and_the_shape_a_job_compiles_with(monkeypatch):
+    """A changed option, shape or model never loads another's compiled graphs: the guards kept do not check the
+    config values a graph holds as constants, so a catalog row changed under its own name moves its folder too."""
     variants = {job_shape(job(options=options)) for options in
                 ({}, {"pdl": True}, {"fused_projections": False}, {"compile_mode": "max-autotune"})}
     assert len(variants) == 4
+    shapes = {job_shape(job(**fields)) for fields in
+              ({}, {"batch_size": 1}, {"input_len": 31}, {"output_len": 7}, {"precision": "bf16"})}
+    assert len(shapes) == 5
+    before = job_shape(job())
+    monkeypatch.setitem(MODELS, "llama-2layer", MODELS["llama-2layer"].model_copy(update={"tie_word_embeddings": True}))
+    assert job_shape(job()) != before
 
 
 def test_cache_key_names_interpreter_torch_triton_device_and_image():

@@ -199,3 +199,23 @@ def test_a_workflow_that_compiles_nothing_never_imports_dynamo_and_reports_no_co
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.split() == ["ok", "0", "False"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("version,refused", [("2.11.0+cu130", True), ("2.11.1", True), ("2.12.0.dev20260301", False),
+                                             ("2.13.0+cpu", False)])
+def test_aot_inductor_is_unsupported_at_once_on_a_torch_whose_package_loader_segfaults(tmp_path, monkeypatch,
+                                                                                      version, refused):
+    """torch 2.11's loader crashed the worker ≈ 45 s into each cell on the GPU: refused before anything compiles."""
+    import torch
+
+    from mlcbench.workers.workflows import aot_inductor
+
+    assert aot_inductor.loader_segfaults(version) is refused
+    if not refused:
+        return
+    compiled = []
+    monkeypatch.setattr(torch, "__version__", torch.torch_version.TorchVersion(version))
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", lambda *args, **kwargs: compiled.append(1))
+    result = run_job(synthetic("aot_inductor"), tmp_path)
+    assert result.status == "unsupported" and "segfaults" in result.reason and version in result.reason
+    assert compiled == []

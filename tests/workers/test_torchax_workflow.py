@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from mlcbench.schema import JobSpec
+from mlcbench.schema import JobSpec, Result
 from mlcbench.workers.runner import run_job
 
 needs_torchax = pytest.mark.skipif(importlib.util.find_spec("torchax") is None or importlib.util.find_spec("jax") is None,
@@ -93,3 +93,92 @@ def test_a_later_process_loads_the_xla_programs_an_earlier_one_compiled(tmp_path
     first = run_process()
     assert first  # the programs the first process compiled
     assert run_process() == first  # the second compiled nothing new: it loaded them
+
+
+_RUN_JOB = ("import sys; from pathlib import Path; from mlcbench.schema import JobSpec; "
+            "from mlcbench.workers.runner import run_job; "
+            "result = run_job(JobSpec.model_validate_json(sys.argv[1]), Path(sys.argv[2])); "
+            "print(result.model_dump_json())")
+
+
+def _run_process(job: JobSpec, cache_dir) -> Result:
+    """run_job in a fresh interpreter: JAX's in-memory caches start empty, as a later worker process's do."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _RUN_JOB, job.model_dump_json(), str(cache_dir)], check=True,
+                          capture_output=True, text=True, timeout=900)
+    return Result.model_validate_json(done.stdout.splitlines()[-1])
+
+
+@needs_torchax
+def test_a_later_llm_process_loads_every_trace_and_program_and_is_labelled_warm(tmp_path):
+    """The first process traces the forward once per sequence length, exports each trace and compiles each program
+    (cold); a second process traces nothing and compiles nothing (warm): it loads every exported trace and finds every
+    XLA program in JAX's cache, as JAX's own events count them, stored with the process."""
+    from mlcbench.workers.stacks.jax_traces import TRACES
+
+    job = _job("llama-2layer")
+    first, second = _run_process(job, tmp_path), _run_process(job, tmp_path)
+    assert first.status == second.status == "ok"
+    cold, warm = first.metrics.cache_counts, second.metrics.cache_counts
+    lengths = job.output_len  # the prompt's length, then one more per generated token but the last
+    assert first.metrics.compile_cache == "cold" and cold.traces_exported == lengths and cold.traces_loaded == 0
+    assert cold.jax_misses >= lengths
+    assert second.metrics.compile_cache == "warm"
+    assert (warm.traces_loaded, warm.traces_exported, warm.jax_misses) == (lengths, 0, 0)
+    assert warm.jax_hits >= lengths
+    process = second.metrics.worker_processes()[0]
+    assert process.compile_cache == "warm" and process.cache_counts == warm
+    assert second.correctness.passed and second.correctness.token_agreement == 1.0
+    # the weights are jit arguments, not constants folded into the trace: each trace is far smaller than them
+    weights = 2 * 32000 * 256 * 4  # llama-2layer's embedding and LM head alone, fp32
+    traces = list((tmp_path / "torchax" / TRACES).rglob("*.jax_exported"))
+    assert len(traces) == lengths and all(path.stat().st_size < weights / 10 for path in traces)
+
+
+@needs_torchax
+def test_a_synthetic_process_is_labelled_by_what_jax_s_cache_held(tmp_path):
+    first, second = (_run_process(_job("ffn-small"), tmp_path) for _ in range(2))
+    assert first.metrics.compile_cache == "cold" and first.metrics.cache_counts.jax_misses > 0
+    assert second.metrics.compile_cache == "warm" and second.metrics.cache_counts.jax_misses == 0
+    assert second.metrics.cache_counts.jax_hits > 0
+
+
+@needs_torchax
+def test_a_changed_model_option_version_or_shape_never_reuses_a_trace(monkeypatch):
+    """The traces' folder is keyed by everything a trace depends on; the shape names the file."""
+    import transformers
+
+    from mlcbench.workers.stacks import jax_traces
+    from mlcbench.workers.workflows.torchax import _LastLogits, _load
+    from mlcbench.workers.interface import WorkflowContext
+
+    _, env, _, _ = _load(WorkflowContext(job=_job("llama-2layer"), device=torch.device("cpu"), dtype=torch.float32,
+                                         cache_dir=None))
+
+    def model(**config):
+        return _LastLogits(transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=128,
+            **config)))
+
+    def key(module=None, platform="cpu", options="{}"):
+        return jax_traces.trace_key(jax_traces.trace_parts(module or base, env, platform, options))
+
+    base = model()
+    reference = key()
+    assert key(model()) == reference  # the same model again, other random weights: the same trace
+    assert key(model(rope_theta=500000.0)) != reference  # the same weights' shapes, another model
+    assert key(model().to(torch.bfloat16)) != reference
+    assert key(options='{"compile_mode":"x"}') != reference
+    assert key(platform="gpu") != reference
+    for package in jax_traces.TRACED_PACKAGES:
+        with monkeypatch.context() as patch:
+            patch.setattr(jax_traces, "_version", lambda name, changed=package: f"{name}-other" if name == changed
+                          else jax_traces.importlib.metadata.version(name))
+            assert key() != reference, package
+    import jax.numpy as jnp
+
+    forward = object.__new__(jax_traces.ExportedForward)
+    forward.folder = jax_traces.Path("traces")
+    assert forward.path(jnp.zeros((2, 8), jnp.int32)) != forward.path(jnp.zeros((2, 9), jnp.int32))
+    assert forward.path(jnp.zeros((2, 8), jnp.int32)) != forward.path(jnp.zeros((4, 8), jnp.int32))

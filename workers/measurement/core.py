@@ -178,12 +178,15 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
             notes["install_keys_error"] = f"{type(error).__name__}: {error}"
     if compile_stats.cudagraph_skips:
         notes["cudagraph_skips"] = compile_stats.cudagraph_skips
+    counter = prepared.cache_counter
+    compile_cache = compile_stats.compile_cache if counter is None else counter.state()
+    cache_counts = compile_stats.cache_counts if counter is None else counter.counts()
     applied = with_fields(Applied.model_validate(kind.applied_defaults),
                           **prepared.applied.model_dump(exclude_unset=True), compile_caches=caches,
                           compiled_graphs=compile_stats.graphs)
     metrics = Metrics(
         latency=for_this_process(latency, correctness=correctness, energy=energy.window, **cpu, **figures.process),
-        compile_s=prepare_s + first_call_s, compile_cache=compile_stats.compile_cache, load_s=load_s,
+        compile_s=prepare_s + first_call_s, compile_cache=compile_cache, cache_counts=cache_counts, load_s=load_s,
         compiler_import_s=compiler_import_s,
         torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
         graph_breaks=compile_stats.graph_breaks if compiled else None,

@@ -6,6 +6,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Mapping, Optional
 
+from mlcbench.schema import CacheCounts
+
 
 class _RecompileCounter(logging.Handler):
     def __init__(self) -> None:
@@ -71,6 +73,19 @@ class CompileStats:
     # seconds per COMPILE_PHASES name, for the phases dynamo timed inside the block
     phases: dict[str, float] = field(default_factory=dict)
     compile_cache: Optional[Literal["cold", "warm"]] = None
+    cache_counts: Optional[CacheCounts] = None
+
+
+# CacheCounts' fields, each from one of dynamo's counters: (group, name)
+CACHE_COUNTERS = {
+    "fx_graph_hits": ("inductor", "fxgraph_cache_hit"), "fx_graph_misses": ("inductor", "fxgraph_cache_miss"),
+    "fx_graph_bypasses": ("inductor", "fxgraph_cache_bypass"),
+    "aot_autograd_hits": ("aot_autograd", "autograd_cache_hit"),
+    "aot_autograd_misses": ("aot_autograd", "autograd_cache_miss"),
+    "aot_autograd_bypasses": ("aot_autograd", "autograd_cache_bypass"),
+    "dynamo_precompile_hits": ("dynamo_cache", "dynamo_cache_hit"),
+    "dynamo_precompile_misses": ("dynamo_cache", "dynamo_cache_miss"),
+}
 
 
 @contextmanager
@@ -108,5 +123,8 @@ def _count(stats: "CompileStats", recompiles: int, phases_before: dict[str, floa
     stats.graphs = counters["stats"]["unique_graphs"] + counters["dynamo_cache"]["dynamo_cache_hit"]
     stats.compile_cache = compile_cache_state(counters["inductor"], counters["aot_autograd"], counters["dynamo_cache"])
     stats.cudagraph_skips = counters["inductor"]["cudagraph_skips"]
+    if stats.graphs:
+        stats.cache_counts = CacheCounts(**{field: counters[group][name]
+                                            for field, (group, name) in CACHE_COUNTERS.items()})
     stats.phases = {COMPILE_PHASES[name]: round(seconds - phases_before.get(name, 0.0), 3)
                     for name, seconds in _phase_seconds().items()}

@@ -113,10 +113,9 @@ def job_shape(spec: "JobSpec") -> str:
     (a package loads whole, whatever the options: one compiled without PDL must never serve a job that asks for it)."""
     # a checkpoint may differ from the catalog's config in what the guards see (its EOS ids, for one)
     weights = hashlib.sha256(spec.model_path.encode()).hexdigest()[:12] if spec.model_path else "random"
-    # a suite's own model is named by its user: two configs under one name must not share compiled graphs
-    model = spec.model if spec.model_info is None else \
-        f"{spec.model}-{hashlib.sha256(spec.model_info.model_dump_json().encode()).hexdigest()[:12]}"
-    # the options as the workflow's own class holds them
+    # two configs under one name (a suite's own model, a catalog row changed) must not share compiled graphs: the
+    # guards kept leave out the config values a graph holds as constants (a norm's epsilon)
+    model = f"{spec.model}-{hashlib.sha256(spec.info.model_dump_json().encode()).hexdigest()[:12]}"
     options = spec.options.model_dump_json(exclude_defaults=True)
     variant = "" if options == "{}" else f"-options{hashlib.sha256(options.encode()).hexdigest()[:12]}"
     return f"{model}-{weights}-{spec.precision}-b{spec.batch_size}-in{spec.input_len}-out{spec.output_len}{variant}"

@@ -3,7 +3,8 @@ forward traced and jitted by JAX (torchax.compile). Outputs wrap jax.Arrays, com
 sync blocks on them before a timer stops.
 
 LLMs: our greedy loop without a KV cache, run on torchax tensors end to end; the forward returns only the last
-position's logits and is jitted once per sequence length (all lengths compile during the first generate call)."""
+position's logits and is jitted once per sequence length (all lengths compile during the first generate call), each
+length's trace exported once and loaded by later processes (stacks/jax_traces.py)."""
 
 import os
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from mlcbench.schema import Applied
 from mlcbench.schema.results import Setting
 from mlcbench.workers.interface import Generation, Prepared, Unsupported, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.greedy import GreedyRunner
+from mlcbench.workers.stacks.jax_traces import TRACES, ExportedForward, JaxCompileCounts, trace_key, trace_parts
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
 JAX_CACHE = "jax"  # the persistent compilation cache's folder in the workflow's cache folder
@@ -97,15 +99,20 @@ class _LastLogits(torch.nn.Module):
 
 
 class Torchax(Workflow):
+    def __init__(self) -> None:
+        self.counts = JaxCompileCounts()
+
     @contextmanager
     def compiling(self, ctx):
         """JAX's persistent compilation cache in the workflow's cache folder: a later process loads the XLA programs
         an earlier one compiled (an LLM's greedy loop without a KV cache compiles one per sequence length, minutes
-        in all) instead of compiling them again."""
+        in all) instead of compiling them again; and what it found there, counted."""
         jax = require("jax", "torchax runs on JAX")
         jax.config.update("jax_compilation_cache_dir", str(ctx.cache_dir / JAX_CACHE))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # every program, however quick
-        yield ("jax_compilation_cache",)
+        self.counts = JaxCompileCounts()
+        with self.counts.listening():
+            yield ("jax_compilation_cache",)
 
     def compile_module(self, module, inputs, ctx):
         torchax, env, jax, notes = _load(ctx)
@@ -122,15 +129,18 @@ class Torchax(Workflow):
                 return compiled(*on_device).jax()  # a jax.Array: torch.as_tensor converts it for the check
 
         return Prepared(run, Applied(backend="torchax (jax.jit)", dynamic_shapes=False), jax.block_until_ready,
-                        notes)
+                        notes, cache_counter=self.counts)
 
     def prepare_llm(self, model, ctx):
         torchax, env, jax, notes = _load(ctx)
         model.to("cpu")  # _HOST_FIRST
         with env:
             model.to("jax")
-            forward = torchax.compile(_LastLogits(model))
+            module = _LastLogits(model)
+            key = trace_key(trace_parts(module, env, jax.default_backend(),
+                                        ctx.job.options.model_dump_json(exclude_defaults=True)))
+            forward = ExportedForward(module, ctx.cache_dir / TRACES / key, self.counts, lengths=ctx.job.output_len)
         return Prepared(_TorchaxGreedy(env, forward, model.config.eos_token_id, jax.block_until_ready),
                         Applied(backend="torchax (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache",
                                 kv_cache="none"),
-                        notes=notes)
+                        notes=notes, cache_counter=self.counts)
