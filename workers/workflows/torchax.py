@@ -138,7 +138,7 @@ class Torchax(Workflow):
             model.to("jax")
             module = _LastLogits(model)
             key = trace_key(trace_parts(module, env, jax.default_backend(),
-                                        ctx.job.options.model_dump_json(exclude_defaults=True)))
+                                        ctx.options.model_dump_json(exclude_defaults=True)))
             forward = ExportedForward(module, ctx.cache_dir / TRACES / key, self.counts, lengths=ctx.job.output_len)
         return Prepared(_TorchaxGreedy(env, forward, model.config.eos_token_id, jax.block_until_ready),
                         Applied(backend="torchax (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache",
