@@ -31,13 +31,16 @@ STUDIES = REPO / "benchmarks" / "studies"
 INDEX = REPO / "benchmarks" / "README.md"
 SUPPORT = REPO / "docs" / "support.md"
 
-Quantity = Literal["step_ms", "median_ms", "tokens_per_s", "compile_cold_s", "compile_warm_s",
-                   "step_bandwidth_fraction"]
+Quantity = Literal["step_ms", "median_ms", "device_median_ms", "tokens_per_s", "compile_cold_s", "compile_warm_s",
+                   "step_bandwidth_fraction", "joules_per_token"]
 # the FlatRow fields holding a quantity's 95 % interval, where the store has one
 _INTERVALS: dict[str, tuple[str, str]] = {"step_ms": ("step_ci_low_ms", "step_ci_high_ms"),
-                                          "median_ms": ("ci_low_ms", "ci_high_ms")}
-_UNITS: dict[str, str] = {"step_ms": " ms", "median_ms": " ms", "tokens_per_s": " tok/s", "compile_cold_s": " s",
-                          "compile_warm_s": " s", "step_bandwidth_fraction": ""}
+                                          "median_ms": ("ci_low_ms", "ci_high_ms"),
+                                          "device_median_ms": ("device_ci_low_ms", "device_ci_high_ms"),
+                                          "joules_per_token": ("joules_per_token_ci_low", "joules_per_token_ci_high")}
+_UNITS: dict[str, str] = {"step_ms": " ms", "median_ms": " ms", "device_median_ms": " ms", "tokens_per_s": " tok/s",
+                          "compile_cold_s": " s", "compile_warm_s": " s", "step_bandwidth_fraction": "",
+                          "joules_per_token": " J/token"}
 
 
 class Cell(StrictModel):
@@ -50,6 +53,7 @@ class Cell(StrictModel):
     batch: int
     # the options set away from their defaults
     options: dict[str, Any] = {}
+    env: Optional[str] = None  # where a store holds the cell in several envs: the one quoted
 
 
 class Figure(StrictModel):
@@ -120,7 +124,8 @@ def cell_row(store_file: Path, cell: Cell) -> FlatRow:
     found = [result for result in ok_cells(store_file)
              if (result.provenance.gpu_tag, result.job.model, result.job.workflow, result.job.precision,
                  result.job.batch_size, result.job.options.model_dump(exclude_defaults=True))
-             == (cell.gpu, cell.model, cell.workflow, cell.precision, cell.batch, cell.options)]
+             == (cell.gpu, cell.model, cell.workflow, cell.precision, cell.batch, cell.options)
+             and cell.env in (None, result.provenance.env)]
     if len(found) != 1:
         raise LookupError(f"{store_file}: {len(found)} ok cells match {cell.model_dump(exclude_defaults=True)}")
     return flat_row(found[0])
