@@ -2,10 +2,10 @@
 loaded back and called. Compile cost is the build; the package lands in the env cache.
 
 torch 2.11's package loader segfaults in the generated model container's constructor, for any package (a CPU
-nn.Linear's too, so not CUDA), in a fresh process as in the compiling one: measured on an H100 (2026-11-22/23, a
-native backtrace) and on four H200s (2026-11-28: 32 cells, ≈ 45 s of GPU time each); torch 2.13 loads the same
-package. No loader of that torch avoids the constructor, so a job on it is unsupported before anything is compiled;
-`STEP=aoti bash benchmarks/paper_device.sh` reproduces the crash on a GPU in under a minute."""
+nn.Linear's too, so not CUDA), in a fresh process as in the compiling one, on H100s and H200s (docs/workflows.md);
+torch 2.13 loads the same package. No loader of that torch avoids the constructor, so a job on it is unsupported
+before anything is compiled; `STEP=aoti bash benchmarks/paper_device.sh` reproduces the crash on a GPU in under two
+minutes."""
 
 import torch
 
