@@ -363,7 +363,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  dynamo=True, options=TorchCompileOptions, **_INDUCTOR, runs_eager_kernels=True,
                  description="torch.compile, inductor backend (LLMs: the paper's recipe, torch.compile(model) + "
                              "generate(), default dynamic cache)"),
-    WorkflowInfo(name="torch_compile_forward", compile_cost=_compiles(30),
+    WorkflowInfo(name="torch_compile_forward", compile_cost=_compiles(90),
                  dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
@@ -371,7 +371,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
-    WorkflowInfo(name="torch_compile_decode", compile_cost=_compiles(120, 10),
+    WorkflowInfo(name="torch_compile_decode", compile_cost=_compiles(115, 4),
                  dynamo=True, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY}, options=TorchCompileDecodeOptions,
                  techniques=TorchCompileDecodeOptions.TECHNIQUES,
