@@ -16,7 +16,7 @@ from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.errors import ExitCode
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.store.database import _alembic_config
-from tests.orchestrator.stores import HEAD, JOB, tagged
+from tests.orchestrator.stores import HEAD, JOB, old_store, tagged
 
 runner = CliRunner()
 TINY = ["sweep", "--suite", "tiny", "--model", "matmul-small"]
@@ -51,19 +51,6 @@ def test_another_program_s_sqlite_file_is_refused_before_any_write(tmp_path, com
     assert "run the command again" not in done.stderr
     assert digest(path) == before
     assert sorted(entry.name for entry in tmp_path.iterdir()) == ["other-app.db"]
-
-
-def old_store(path: Path) -> Path:
-    """A store at revision 0001 holding one ok row."""
-    engine = create_engine(f"sqlite:///{path}")
-    with engine.begin() as connection:
-        command.upgrade(_alembic_config(connection), "0001")
-        connection.execute(text(
-            "INSERT INTO results (job_id, env, gpu_tag, model, workflow, precision, batch_size, status, stored_at, "
-            "result_json) VALUES (:job_id, 'local', 'cpu', 'matmul-small', 'eager', 'fp32', 1, 'ok', "
-            "'2025-01-01 00:00:00', :json)"), {"job_id": JOB.job_id, "json": tagged(JOB).model_dump_json()})
-    engine.dispose()
-    return path
 
 
 @pytest.mark.parametrize("command", [["results"], ["results", "--history"], ["export"], ["report"],

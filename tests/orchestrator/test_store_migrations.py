@@ -10,19 +10,12 @@ from sqlalchemy import create_engine, inspect, text
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.store import Store
-from mlcbench.orchestrator.store.database import _alembic_config
-from tests.orchestrator.stores import HEAD, JOB, tagged
+from tests.orchestrator.stores import HEAD, JOB, old_store, tagged
 
 
 def test_a_store_at_revision_0001_with_rows_is_upgraded_in_place_and_keeps_them(tmp_path):
-    url = f"sqlite:///{tmp_path / 'old.db'}"
+    url = f"sqlite:///{old_store(tmp_path / 'old.db')}"
     engine = create_engine(url)
-    with engine.begin() as connection:
-        command.upgrade(_alembic_config(connection), "0001")
-        connection.execute(text(
-            "INSERT INTO results (job_id, env, gpu_tag, model, workflow, precision, batch_size, status, stored_at, "
-            "result_json) VALUES (:job_id, 'local', 'cpu', 'matmul-small', 'eager', 'fp32', 1, 'ok', "
-            "'2025-01-01 00:00:00', :json)"), {"job_id": JOB.job_id, "json": tagged(JOB).model_dump_json()})
     assert "sweep_id" not in {column["name"] for column in inspect(engine).get_columns("results")}
     engine.dispose()
 
