@@ -29,10 +29,10 @@ def suite(tmp_path: Path, models: dict[str, str], precisions: tuple[str, ...], b
     for precision in precisions:
         lines += ["[[entries]]", f"models = {json.dumps(list(models))}", 'workflows = ["torch_compile_decode"]',
                   f"batch_sizes = {list(batch_sizes)}", f'precision = "{precision}"', "input_len = 16",
-                  "output_len = 8", "warmup = 0", "repeats = 2", "repetition = { processes = 1, max_processes = 1 }"]
+                  "output_len = 8", "warmup = 0", "repeats = 2", "repetition = { processes = 1 }"]
     if synthetic:
         lines += ["[[entries]]", 'models = ["matmul-small"]', 'workflows = ["torchscript"]', "batch_sizes = [1]",
-                  "warmup = 0", "repeats = 3", "repetition = { processes = 1, max_processes = 1 }"]
+                  "warmup = 0", "repeats = 3", "repetition = { processes = 1 }"]
     path = tmp_path / "planted.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
