@@ -79,6 +79,8 @@ HERE_STEPS=(debs wheels)  # run in the checkout here, not on the GPU machine
 # nvidia-ml-py serve), as this checkout's .venv has them
 HOST_WHEELS=(pydantic pydantic-core annotated-types typing-inspection typing-extensions sqlalchemy alembic mako
              markupsafe docker requests urllib3 certifi idna charset-normalizer)
+# and the workers' packages it lacks: torchax (pure Python; the machine's own jax, jaxlib and CUDA plugin serve it)
+WORKER_WHEELS=(torchax)
 export PATH=$PREFIX/usr/bin:$PREFIX/usr/sbin:$PATH MLCBENCH_ENVS_DIR=$PWD/envs PYTHONUNBUFFERED=1
 
 say() { echo "gpu_container: $*"; }
@@ -101,8 +103,8 @@ step_debs() {
 
 step_wheels() {
     [ -x .venv/bin/python ] || fail "no .venv here: make .venv/bin/mlcbench first"
-    local pins
-    pins=$(.venv/bin/python -m pip freeze | grep -i -E "^($(IFS='|'; echo "${HOST_WHEELS[*]}" | sed 's/-/[-_]/g'))==") \
+    local pins wanted=("${HOST_WHEELS[@]}" "${WORKER_WHEELS[@]}")
+    pins=$(.venv/bin/python -m pip freeze | grep -i -E "^($(IFS='|'; echo "${wanted[*]}" | sed 's/-/[-_]/g'))==") \
         || fail "this .venv lacks the host side's packages"
     rm -rf .whl
     mkdir -p .whl

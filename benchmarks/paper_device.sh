@@ -10,6 +10,12 @@
 #   SUITE=energy MLCBENCH_POWER_CHECK=1 ... bash benchmarks/paper_device.sh   (the energy study: the counter checked
 #       against nvmlDeviceGetPowerUsage sampled over each timed window)
 #
+# STEP=beside (issue 53's point 6, whether compiling beside timed work moves a timed figure): host-bound eager b1
+# cells (BESIDE_MODELS) timed on half of the cores (whole physical cores) and the GPU, alone into beside/alone.db, then
+# again into beside/loaded.db while cold compiles (LOAD_WORKFLOWS on TinyLlama, a fresh cache) run on the other half and
+# the same GPU into beside/load.db, their compile times labelled by that store as measured under load; the load is
+# stopped when the timed sweep ends. `mlcbench compare` of the two timed stores (beside/compare.txt) is the check.
+#
 # STEP=aoti runs no sweep: the aot_inductor workflow's crash in under a minute (why that workflow refuses torch 2.11):
 # an AOTInductor package of one nn.Linear on the GPU, compiled, then loaded and called in a fresh process with
 # faulthandler on; torch 2.11 (cu130) segfaulted at the load (exit 139) on an H100 and on H200s, torch 2.13 loads it.
@@ -25,6 +31,30 @@ print('loaded; output', tuple(run(torch.randn(4, 256, device='cuda')).shape))"
     exit
 fi
 export MLCBENCH_ENVS_DIR=$PWD/envs PYTHONUNBUFFERED=1
+if [ "${STEP:-}" = beside ]; then
+    mkdir -p /root/beside
+    read -r timed load < <(python3 -c "from mlcbench.orchestrator.sweep.schedule import core_shares
+print(*(','.join(map(str, sorted(share))) for share in core_shares(2)))")
+    beside() {  # STORE CORES [sweep options]
+        local store=$1 cores=$2; shift 2
+        taskset -c "$cores" python3 -m mlcbench.orchestrator sweep --env local --gpu h200 --gpus 0 --suite paper \
+            --startup fork --db "sqlite:////root/beside/$store.db" --cache-dir "/root/beside/cache-$store" \
+            --workdir "/root/beside/work-$store" "$@" 2>&1 | grep -v "━" >> "/root/beside/$store.log"
+    }
+    timed_cells=(--model "${BESIDE_MODELS:-tinyllama-1.1b,llama2-7b}" --workflow eager --batch-size 1)
+    beside alone "$timed" "${timed_cells[@]}"
+    beside load "$load" --model tinyllama-1.1b --workflow "${LOAD_WORKFLOWS:-torchax,torch_compile_forward}" &
+    loader=$!
+    sleep "${LOAD_LEAD_S:-30}"  # the load's processes past their start-up, compiling
+    beside loaded "$timed" "${timed_cells[@]}"
+    pkill -INT -f "beside/load.db"; sleep 1; pkill -INT -f "beside/load.db"; wait "$loader"
+    python3 -m mlcbench.orchestrator compare --db /root/beside/alone.db --against /root/beside/loaded.db \
+        >> /root/beside/compare.txt 2>&1
+    echo "timed on cores $timed, load on $load" >> /root/beside/compare.txt
+    tar -C /root -cf "$OUT/beside.tar" beside/alone.db beside/loaded.db beside/load.db beside/compare.txt \
+        beside/alone.log beside/loaded.log beside/load.log
+    exit
+fi
 suite=${SUITE:-paper}
 store=/root/$suite.db gpu=${GPU_TAG:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[12]00' | tr H h)}
 mkdir -p "/root/$suite"
