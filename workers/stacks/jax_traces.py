@@ -18,6 +18,7 @@ import os
 import platform
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,14 +107,17 @@ class ExportedForward:
     `folder`: exported there by the first process that needs it, loaded by every later one.
 
     The first call also readies the programs of the next `lengths` - 1 sequence lengths (a greedy loop without a KV
-    cache calls one per step): traced one after another (Python), then compiled, or loaded from JAX's cache, on
-    threads at once (XLA compiles outside the interpreter's lock), each the program the call would compile."""
+    cache calls one per step): traced one after another (Python), each compiled, or loaded from JAX's cache, on a
+    thread as soon as it is traced, while the next is traced (XLA compiles outside the interpreter's lock), each the
+    program the call would compile. `phases` gets the seconds spent tracing (or loading traces) and in all."""
 
-    def __init__(self, module: "torch.nn.Module", folder: Path, counts: JaxCompileCounts, lengths: int = 1):
+    def __init__(self, module: "torch.nn.Module", folder: Path, counts: JaxCompileCounts, lengths: int = 1,
+                 phases: Optional[dict] = None):
         import jax
         from torchax import interop
 
         self.jax, self.interop, self.folder, self.counts, self.lengths = jax, interop, folder, counts, lengths
+        self.phases = phases if phases is not None else {}
         jittable = interop.JittableModule(module)
         self.weights = interop.jax_view((jittable.params, jittable.buffers))
         self.traced = jax.jit(interop.jax_view(functools.partial(jittable.functional_call, "forward")))
@@ -133,13 +137,20 @@ class ExportedForward:
     def ready(self, inputs: list[Any]) -> None:
         """Compiled programs for these inputs' shapes and dtypes (jax.ShapeDtypeStruct), on as many threads as this
         process may use cores."""
-        exported = [self._exported(spec) for spec in inputs]
+        def compiled(exported: Any, spec: Any) -> Any:
+            return self.jax.jit(exported.call).lower(*self.weights, spec).compile()
 
-        def compiled(index: int) -> Any:
-            return self.jax.jit(exported[index].call).lower(*self.weights, inputs[index]).compile()
-
+        begin = time.perf_counter()
+        tracing_s = 0.0
         with ThreadPoolExecutor(max_workers=max(1, min(len(inputs), len(os.sched_getaffinity(0))))) as pool:
-            programs = list(pool.map(compiled, range(len(inputs))))
+            futures = []
+            for spec in inputs:
+                traced_from = time.perf_counter()
+                exported = self._exported(spec)
+                tracing_s += time.perf_counter() - traced_from
+                futures.append(pool.submit(compiled, exported, spec))
+            programs = [future.result() for future in futures]
+        self.phases.update(traces_s=round(tracing_s, 4), programs_ready_s=round(time.perf_counter() - begin, 4))
         self.programs.update({(tuple(spec.shape), str(spec.dtype)): program
                               for spec, program in zip(inputs, programs)})
 

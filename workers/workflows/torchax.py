@@ -7,6 +7,7 @@ position's logits and is jitted once per sequence length (all lengths compile du
 length's trace exported once and loaded by later processes (stacks/jax_traces.py)."""
 
 import os
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
@@ -20,8 +21,6 @@ from mlcbench.workers.stacks.jax_traces import TRACES, ExportedForward, JaxCompi
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
 JAX_CACHE = "jax"  # the persistent compilation cache's folder in the workflow's cache folder
-# _HOST_FIRST: CUDA tensors reach the "jax" device through the host, moved there outside torchax's env: inside it,
-# torchax treats a CUDA tensor as already on its device (config.treat_cuda_as_jax_device) and leaves it as it is.
 _tolerated_overloads: list = []  # filled once, when torchax first loads in this process
 
 
@@ -56,6 +55,11 @@ def _load(ctx: WorkflowContext):
     with _named_tensor_overloads_tolerated(_tolerated_overloads):
         torchax = require("torchax", "PyTorch on JAX")
         env = torchax.default_env()
+    # Tensors reach the "jax" device through DLPack, CUDA memory handed over as it is: through the host (torchax's
+    # default: a CUDA tensor counts as already on the jax device, a CPU one is copied through numpy, bf16 through
+    # float32) moving Llama-2-7B's weights cost 15-22 s of every process (H200, 2026-11-29), a warm one's most.
+    env.config.treat_cuda_as_jax_device = False
+    env.config.use_dlpack_for_data_conversion = True
     import jax
 
     backend = jax.default_backend()
@@ -68,6 +72,13 @@ def _load(ctx: WorkflowContext):
     return torchax, env, jax, notes
 
 
+def _to_jax(module: torch.nn.Module) -> None:
+    """The module's weights and buffers onto the "jax" device, inside torchax's env. DLPack refuses a tensor that
+    requires grad (torchax then copies it through numpy, silently): nothing here trains."""
+    module.requires_grad_(False)
+    module.to("jax")
+
+
 class _TorchaxGreedy:
     """The greedy loop on torchax tensors; tokens and logits come back as torch tensors on the CPU."""
 
@@ -76,12 +87,9 @@ class _TorchaxGreedy:
         self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))
 
     def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None, forced_tokens=None):
-        input_ids = input_ids.to("cpu")  # outside the env: see _HOST_FIRST
-        if forced_tokens is not None:
-            forced_tokens = forced_tokens.to("cpu", input_ids.dtype)
         with self.env:
             if forced_tokens is not None:
-                forced_tokens = forced_tokens.to("jax")
+                forced_tokens = forced_tokens.to("jax", input_ids.dtype)
             out = self.greedy.generate(input_ids.to("jax"), max_new_tokens, with_logits, on_token, forced_tokens)
             # jax keeps 32-bit integers unless x64 is enabled
             tokens = out.tokens.to("cpu").to(torch.long)
@@ -116,13 +124,11 @@ class Torchax(Workflow):
 
     def compile_module(self, module, inputs, ctx):
         torchax, env, jax, notes = _load(ctx)
-        module.to("cpu")  # _HOST_FIRST
-        host_inputs = tuple(tensor.to("cpu") for tensor in inputs)
         with env:
-            module.to("jax")
+            _to_jax(module)
             compiled = torchax.compile(module)
             # moved once, like IO binding: the timed calls measure the computation, not host transfers
-            on_device = tuple(tensor.to("jax") for tensor in host_inputs)
+            on_device = tuple(tensor.to("jax") for tensor in inputs)
 
         def run(*_: torch.Tensor):
             with env:
@@ -133,13 +139,15 @@ class Torchax(Workflow):
 
     def prepare_llm(self, model, ctx):
         torchax, env, jax, notes = _load(ctx)
-        model.to("cpu")  # _HOST_FIRST
         with env:
-            model.to("jax")
+            begin = time.perf_counter()
+            _to_jax(model)
+            notes["weights_to_jax_s"] = round(time.perf_counter() - begin, 4)
             module = _LastLogits(model)
             key = trace_key(trace_parts(module, env, jax.default_backend(),
                                         ctx.options.model_dump_json(exclude_defaults=True)))
-            forward = ExportedForward(module, ctx.cache_dir / TRACES / key, self.counts, lengths=ctx.job.output_len)
+            forward = ExportedForward(module, ctx.cache_dir / TRACES / key, self.counts, lengths=ctx.job.output_len,
+                                      phases=notes)
         return Prepared(_TorchaxGreedy(env, forward, model.config.eos_token_id, jax.block_until_ready),
                         Applied(backend="torchax (jax.jit per sequence length)", decode_loop="greedy_no_kv_cache",
                                 kv_cache="none"),
