@@ -298,6 +298,9 @@ class WorkflowInfo(StrictModel):
     # what its compile into an empty cache typically takes (None: it compiles nothing, eager); a row built on another
     # without one of its own takes that one's (typical_compile)
     compile_cost: Optional[TypicalCompile] = None
+    # an LLM's, where it is of another shape than a synthetic model's (torchax traces and compiles one program per
+    # sequence length: minutes for an LLM, seconds for a synthetic model)
+    llm_compile_cost: Optional[TypicalCompile] = None
     # LLMs: it runs eager's own kernels in eager's order, so logits bit-identical to eager's are what it computes, not
     # a sign it handed back eager's output (Correctness.identical_to_reference): torch_compile, whose LLM recipe calls
     # generate() on the model itself, past the compiled wrapper (compiled nothing: no verdict, no P3 score either)
@@ -322,9 +325,10 @@ class WorkflowInfo(StrictModel):
                              f"set one")
         return options
 
-    def typical_compile(self) -> Optional[TypicalCompile]:
-        """Its own compile cost, else the one of the workflow it builds on."""
-        return self.compile_cost or (WORKFLOWS[self.builds_on].typical_compile() if self.builds_on else None)
+    def typical_compile(self, kind: ModelKind) -> Optional[TypicalCompile]:
+        """Its own compile cost for a model of this kind, else the one of the workflow it builds on."""
+        own = (self.llm_compile_cost if kind == "llm" else None) or self.compile_cost
+        return own or (WORKFLOWS[self.builds_on].typical_compile(kind) if self.builds_on else None)
 
     def own_options(self) -> tuple[str, ...]:
         """The options it reads beyond the workflow it builds on."""
@@ -355,7 +359,8 @@ def _compiles(seconds: float, per_billion_s: float = 0.0) -> TypicalCompile:
 # Every workflow a job may name. The worker runs each from mlcbench.workers.workflows.<name>; suites take their
 # workflows from the kinds; the planner stores a wrong kind's reason without starting a worker. The compile costs are
 # estimates, handtuned_decode's rounded from the cold processes of benchmarks/studies/decode-kernels (82-90 s for
-# TinyLlama-1.1B, 107-130 s for Llama-2-7B).
+# TinyLlama-1.1B, 107-130 s for Llama-2-7B), torchax's LLM one from benchmarks/studies/compile-cuts (123 s for
+# Llama-2-7B b1 on an H200, 73 s of it tracing 32 sequence lengths).
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
@@ -428,7 +433,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  dynamo=True, requires=("torch_xla",), own_worker=True,
                  why_not={"synthetic": "a static KV cache is an LLM's; torch_compile_openxla runs synthetic models"},
                  description="LLMs: torch_compile_openxla on a static KV cache"),
-    WorkflowInfo(name="torchax", compile_cost=_compiles(10, 200),
+    WorkflowInfo(name="torchax", compile_cost=_compiles(10), llm_compile_cost=_compiles(60, 9),
                  requires=("torchax", "jax"), own_worker=True,
                  description="PyTorch modules on JAX/XLA through torchax.compile"),
 )}

@@ -189,12 +189,25 @@ def test_every_row_but_eager_has_a_typical_compile_cost_and_a_row_built_on_anoth
     from mlcbench.schema import REFERENCE
     from mlcbench.schema.catalog import TypicalCompile
 
-    assert WORKFLOWS[REFERENCE].typical_compile() is None
-    assert [name for name, info in WORKFLOWS.items() if name != REFERENCE and info.typical_compile() is None] == []
+    for kind in ("synthetic", "llm"):
+        assert WORKFLOWS[REFERENCE].typical_compile(kind) is None
+        assert [name for name, info in WORKFLOWS.items()
+                if name != REFERENCE and info.typical_compile(kind) is None] == []
     built_on = next(info for info in WORKFLOWS.values() if info.builds_on)
     bare = built_on.model_copy(update={"compile_cost": None})
-    assert bare.typical_compile() == WORKFLOWS[built_on.builds_on].typical_compile()
+    assert bare.typical_compile("llm") == WORKFLOWS[built_on.builds_on].typical_compile("llm")
     assert TypicalCompile(seconds=75, per_billion_s=7).for_model(1.1) == pytest.approx(82.7)
+
+
+def test_an_llm_s_compile_cost_is_its_own_where_a_row_gives_one():
+    from mlcbench.schema.catalog import TypicalCompile
+
+    torchax = WORKFLOWS["torchax"]
+    assert torchax.typical_compile("llm") == torchax.llm_compile_cost != torchax.compile_cost
+    assert torchax.typical_compile("synthetic") == torchax.compile_cost
+    synthetic_only = torchax.model_copy(update={"llm_compile_cost": None})
+    assert synthetic_only.typical_compile("llm") == torchax.compile_cost
+    assert TypicalCompile(seconds=60, per_billion_s=9).for_model(6.74) > 100 > torchax.compile_cost.for_model(0)
 
 
 def test_the_plan_counts_handtuned_decode_s_compile():

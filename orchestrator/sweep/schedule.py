@@ -84,7 +84,7 @@ def cold_processes(job: JobSpec, cold_first: bool) -> int:
 def _compile_cost(job: JobSpec) -> Optional[TypicalCompile]:
     """The typical cold compile of the job's workflow; None where it compiles nothing (or is a fault workflow)."""
     info = WORKFLOWS.get(job.workflow)
-    return info.typical_compile() if info is not None else None
+    return info.typical_compile(job.info.kind) if info is not None else None
 
 
 def _history_key(job: JobSpec, cache: Optional[str]) -> tuple:
