@@ -16,10 +16,22 @@
 # the same GPU into beside/load.db, their compile times labelled by that store as measured under load; the load is
 # stopped when the timed sweep ends. `mlcbench compare` of the two timed stores (beside/compare.txt) is the check.
 #
+# STEP=ort copies the part of onnxruntime-gpu's wheel (255 MB: more than a call carries) that this call carried in
+# .ortcN/ to /root/ort; once all five are there, device_env.sh joins, checks and installs them. Made here with
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+#       --platform manylinux_2_28_x86_64 -d /tmp/ort onnxruntime-gpu==1.31.1
+#   (cd /tmp/ort && sha256sum onnxruntime_gpu-*.whl > SHA256 && split -b 62000000 -a 1 -d onnxruntime_gpu-*.whl part)
+#   for n in 0 1 2 3 4; do mkdir -p .ortc$n && cp /tmp/ort/part$n .ortc$n/; done; cp /tmp/ort/SHA256 .ortc4/
+# then five calls back to back, the Nth carrying .ortcN: `STEP=ort bash benchmarks/paper_device.sh`.
+#
 # STEP=aoti runs no sweep: the aot_inductor workflow's crash in under a minute (why that workflow refuses torch 2.11):
 # an AOTInductor package of one nn.Linear on the GPU, compiled, then loaded and called in a fresh process with
 # faulthandler on; torch 2.11 (cu130) segfaulted at the load (exit 139) on an H100 and on H200s, torch 2.13 loads it.
 set -uo pipefail
+if [ "${STEP:-}" = ort ]; then
+    mkdir -p /root/ort && cp .ortc*/* /root/ort/ && ls -l /root/ort
+    exit
+fi
 . benchmarks/device_env.sh
 if [ "${STEP:-}" = aoti ]; then
     python3 -c "import torch; m = torch.nn.Linear(256, 512).cuda(); print(torch.__version__, torch.version.cuda,
