@@ -359,8 +359,8 @@ def _compiles(seconds: float, per_billion_s: float = 0.0) -> TypicalCompile:
 # Every workflow a job may name. The worker runs each from mlcbench.workers.workflows.<name>; suites take their
 # workflows from the kinds; the planner stores a wrong kind's reason without starting a worker. The compile costs are
 # estimates, handtuned_decode's rounded from the cold processes of benchmarks/studies/decode-kernels (82-90 s for
-# TinyLlama-1.1B, 107-130 s for Llama-2-7B), torchax's LLM one from benchmarks/studies/compile-cuts (123 s for
-# Llama-2-7B b1 on an H200, 73 s of it tracing 32 sequence lengths).
+# TinyLlama-1.1B, 107-130 s for Llama-2-7B), torchax's LLM one from benchmarks/studies/compile-cuts-h200 (b1 on an
+# H200: 111 s for TinyLlama-1.1B, 123 s for Llama-2-7B, 47 and 73 s of it tracing 32 sequence lengths).
 WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
     WorkflowInfo(name=REFERENCE,
                  description="PyTorch eager (HF generate with the default dynamic cache for LLMs)"),
@@ -433,7 +433,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  dynamo=True, requires=("torch_xla",), own_worker=True,
                  why_not={"synthetic": "a static KV cache is an LLM's; torch_compile_openxla runs synthetic models"},
                  description="LLMs: torch_compile_openxla on a static KV cache"),
-    WorkflowInfo(name="torchax", compile_cost=_compiles(10), llm_compile_cost=_compiles(60, 9),
+    WorkflowInfo(name="torchax", compile_cost=_compiles(10), llm_compile_cost=_compiles(108, 2),
                  requires=("torchax", "jax"), own_worker=True,
                  description="PyTorch modules on JAX/XLA through torchax.compile"),
 )}
