@@ -1,16 +1,18 @@
 """Where a sweep's wall time went, per GPU: busy (a worker process ran) and idle, and a process's time by phase
 (start-up before the first timed call, compile, the timed calls and what follows them), from a store's per-process
-spans (ProcessTiming.launched_at / ended_at / startup_s / compile_s). Markdown on stdout.
+spans (ProcessTiming.launched_at / ended_at / startup_s / compile_s); and which processes ran on which machine (a
+sweep resumed on another one compiles there again). Markdown on stdout.
 
     python benchmarks/sweep_breakdown.py STORE.db [--sweep-id-prefix PREFIX]
 """
 
 import argparse
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 
 from mlcbench.orchestrator.store import Store
+from mlcbench.schema import ProcessTiming
 
 
 def main() -> None:
@@ -21,10 +23,13 @@ def main() -> None:
     spans: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
     phases: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     startups: dict[str, list[float]] = defaultdict(list)
+    machines: dict[str, list[ProcessTiming]] = defaultdict(list)
     for result in store.cells():  # a cell's latest attempt holds every process it kept
         gpu = result.provenance.gpu.uuid if result.provenance.gpu and result.provenance.gpu.uuid else "cpu"
         latency = result.metrics.latency
         processes = (latency.processes + latency.other_series) if latency is not None else []
+        for process in processes:  # older stores name the host of the attempt only, which its processes share
+            machines[process.host or result.provenance.hostname or "?"].append(process)
         timed = [process for process in processes if process.launched_at and process.ended_at]
         for process in timed:
             span = (process.ended_at - process.launched_at).total_seconds()
@@ -58,6 +63,20 @@ def main() -> None:
     for kind, values in sorted(startups.items()):
         print(f"- {kind}: median start-up (launch to first timed call, compile excluded) "
               f"{statistics.median(values):.2f} s over {len(values)} processes")
+    print()
+    _print_machines(machines)
+
+
+def _print_machines(machines: dict[str, list[ProcessTiming]]) -> None:
+    """Per host: its processes, how many compiled into an empty cache (cold) or found it filled (warm), and their
+    first and last launch (UTC)."""
+    print("| host | processes | cold | warm | first launch | last launch |")
+    print("|---|---:|---:|---:|---|---|")
+    for host, processes in sorted(machines.items()):
+        launches = sorted(process.launched_at for process in processes if process.launched_at is not None)
+        span = " | ".join(f"{at:%Y-%m-%d %H:%M:%S}" for at in (launches[0], launches[-1])) if launches else "– | –"
+        caches = Counter(process.compile_cache for process in processes)
+        print(f"| {host} | {len(processes)} | {caches['cold']} | {caches['warm']} | {span} |")
 
 
 def _union_seconds(spans: list[tuple[datetime, datetime]]) -> float:

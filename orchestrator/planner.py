@@ -2,6 +2,7 @@
 
 import importlib.util
 import signal
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Collection, Mapping, Optional, Sequence
@@ -31,6 +32,11 @@ class EnvPlan:
         """The worker processes the job's cell still needs at the least."""
         resumed = self.resumed.get(job.job_id)
         return processes_due(job, stored_processes(resumed) if resumed is not None else [])
+
+    def cold_first(self, job: JobSpec) -> bool:
+        """The cell's next process is its first on this host (its caches hold nothing of it): no stored process of
+        the cell goes on here (still_due)."""
+        return job.job_id not in self.resumed
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,14 @@ def stored_processes(result: Result) -> list[ProcessTiming]:
     return [*latency.processes, *latency.other_series] if latency is not None else []
 
 
+def ran_here(processes: Sequence[ProcessTiming], host: str) -> bool:
+    """Some of the processes ran on this host, where its compiler caches stay (a process of an older store, which did
+    not record its host, counts as here). A cell whose processes all ran on another machine (a sweep resumed in a later
+    session on a fresh one) starts a new attempt here, whose first process compiles again (cells.CellAttempt: a cell
+    never mixes hosts)."""
+    return any(process.host in (None, host) for process in processes)
+
+
 def processes_due(job: JobSpec, processes: Sequence[ProcessTiming]) -> int:
     """The worker processes a cell still needs: a fixed count per suite (job.repetition.processes) of one program,
     decided before any is timed (stopping when the interval happens to look tight would bias it). The program is the
@@ -158,7 +172,7 @@ def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config
             plan.skipped += 1
             continue
         plan.to_run.append(job)
-        if is_partial(stored):
+        if is_partial(stored) and ran_here(stored_processes(stored), socket.gethostname()):
             plan.resumed[job.job_id] = stored
         elif stored is not None and stored.status not in FINAL_STATUSES:
             plan.retried.add(job.job_id)

@@ -192,6 +192,10 @@ class ProcessTiming(StrictModel):
     # when the host launched the worker and when this process's job ended (the sweep's wall-time breakdown)
     launched_at: Optional[datetime] = None
     ended_at: Optional[datetime] = None
+    # where it ran (a study resumed on another machine holds processes of several; older stores lack them): a machine's
+    # compiler caches stay with it, so a cell's first process on another host compiles again
+    host: Optional[str] = None
+    gpu_uuid: Optional[str] = None
 
 
 class Timing(StrictModel):

@@ -75,12 +75,14 @@ def run_job(job: JobSpec, cache_dir: Path, launched_at: Optional[datetime] = Non
     if gpu and gpu.uuid:
         clocks.append(read_clocks(gpu.uuid, "end"))
     ended = datetime.now(timezone.utc)
+    host = socket.gethostname()
     return Result(
         job_id=job.job_id, job=job, status=outcome.status, reason=outcome.reason, error=outcome.error,
-        metrics=_with_startup(outcome, launched_at, ended), correctness=outcome.correctness,
+        metrics=_with_span(outcome, launched_at, ended, host, gpu.uuid if gpu else None),
+        correctness=outcome.correctness,
         provenance=Provenance(
             gpu=gpu, packages=package_versions(), python=platform.python_version(),
-            hostname=socket.gethostname(), host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started,
+            hostname=host, host_cpu=host_cpu(), host_cpus=host_cpus(), started_at=started,
             ended_at=ended, startup=_startup(),
             clocks=[reading for reading in clocks if reading is not None],
         ),
@@ -91,14 +93,17 @@ def _startup() -> Startup:
     return "fork" if os.environ.get(STARTUP_ENV) == "fork" else "exec"
 
 
-def _with_startup(outcome: Outcome, launched_at: datetime, ended: datetime) -> Metrics:
-    """The process's timing with what it cost before its first timed call, compile excluded, and its span."""
+def _with_span(outcome: Outcome, launched_at: datetime, ended: datetime, host: str,
+               gpu_uuid: Optional[str]) -> Metrics:
+    """The process's timing with what it cost before its first timed call, compile excluded, its span and where it
+    ran."""
     metrics, latency = outcome.metrics, outcome.metrics.latency
     if latency is None or outcome.timed_from is None:
         return metrics
     startup_s = outcome.timed_from - launched_at.timestamp() - (metrics.compile_s or 0.0)
     processes = [process.model_copy(update={"startup_s": round(startup_s, 4), "launched_at": launched_at,
-                                            "ended_at": ended}) for process in latency.processes]
+                                            "ended_at": ended, "host": host, "gpu_uuid": gpu_uuid})
+                 for process in latency.processes]
     return metrics.model_copy(update={"latency": latency.model_copy(update={"processes": processes})})
 
 

@@ -38,10 +38,9 @@ def print_plan(options: sweeping.SweepOptions, db: str) -> None:
         unsupported += len(env_plan.unsupported)
         skipped += env_plan.skipped
         due = {job.job_id: env_plan.processes_due(job) for job in env_plan.to_run}
-        estimates = {job.job_id: options.estimator.cell_s(job, due[job.job_id],
-                                                          cold_first=job.job_id not in env_plan.resumed)
+        estimates = {job.job_id: options.estimator.cell_s(job, due[job.job_id], cold_first=env_plan.cold_first(job))
                      for job in env_plan.to_run}
-        processes += sum(due[job.job_id] + schedule.cold_processes(job, job.job_id not in env_plan.resumed)
+        processes += sum(due[job.job_id] + schedule.cold_processes(job, env_plan.cold_first(job))
                          for job in env_plan.to_run)
         for lane, seconds in enumerate(schedule.simulate(schedule.groups(env_plan.to_run, estimates, {}), lanes)):
             loads[lane] += seconds

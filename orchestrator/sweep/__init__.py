@@ -319,7 +319,8 @@ def assign_lanes(cells: dict[str, CellAttempt], env_plan: EnvPlan, estimator: sc
                  lanes: int) -> dict[str, float]:
     """Each cell's lane (GPU), by comparison group, longest group first to the least loaded lane; a group some of
     whose cells a GPU already ran stays there. Returns each cell's estimated seconds."""
-    estimates = {job_id: estimator.cell_s(cell.job, env_plan.processes_due(cell.job), cold_first=not cell.processes)
+    estimates = {job_id: estimator.cell_s(cell.job, env_plan.processes_due(cell.job),
+                                          cold_first=env_plan.cold_first(cell.job))
                  for job_id, cell in cells.items()}
     placed = {job_id: cell.runtime for job_id, cell in cells.items() if cell.runtime is not None}
     loads = [0.0] * lanes

@@ -1,10 +1,15 @@
 """What each worker process records beside its timed calls (ProcessTiming): its own correctness check, the prefill and
-per-step time of an LLM's timed calls, the device time of a synthetic call, clocks read during the timed calls."""
+per-step time of an LLM's timed calls, the device time of a synthetic call, clocks read during the timed calls, the
+host and GPU it ran on."""
+
+import socket
+import time
 
 import pytest
 import torch
 
-from mlcbench.schema import Clocks, JobSpec
+from mlcbench.schema import Clocks, GpuInfo, JobSpec, Metrics
+from mlcbench.workers import runner
 from mlcbench.workers.measurement import device_time, timing
 from mlcbench.workers.runner import run_job
 
@@ -32,6 +37,18 @@ def test_an_llm_process_times_its_prefill_as_its_calls_and_derives_the_step_from
     assert 0 < process.prefill_ms < latency.median_ms
     assert process.step_ms == pytest.approx((latency.median_ms - process.prefill_ms) / 5)
     assert process.clocks == [] and process.correctness is None  # eager is the reference: nothing to check
+
+
+def test_a_process_records_the_host_and_the_gpu_it_ran_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "gpu_info", lambda: GpuInfo(name="NVIDIA H200", uuid="GPU-here", index=0))
+    monkeypatch.setattr(runner, "read_clocks", lambda uuid, at: None)
+    monkeypatch.setattr(runner, "_run", lambda job, cache_dir: runner.Outcome(
+        "ok", metrics=Metrics(latency=timing.summarize([1.0, 1.1], "cuda_events")), timed_from=time.time()))
+    result = run_job(JobSpec(model="ffn-small", workflow="eager", precision="fp32", batch_size=1, device="cuda",
+                             warmup=0, repeats=2), tmp_path)
+    (process,) = result.metrics.latency.processes
+    assert (process.host, process.gpu_uuid) == (socket.gethostname(), "GPU-here")
+    assert process.host == result.provenance.hostname
 
 
 class _FakeEvent:
