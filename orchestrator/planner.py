@@ -1,5 +1,6 @@
 """Suite + filters + envs + target -> what to run, what cannot run (with the reason), and what is already done."""
 
+import functools
 import importlib.util
 import signal
 import socket
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Collection, Mapping, Optional, Sequence
 
 from mlcbench.orchestrator.errors import UsageError
-from mlcbench.orchestrator.gpu import Target
+from mlcbench.orchestrator.gpu import Target, detect
 from mlcbench.orchestrator.suites import builtin_names, check_checkpoint, check_workflow_option, get_suite
 from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, ProcessTiming, Result, Suite, why_not_run
 from mlcbench.schema.catalog import missing_requirements
@@ -121,12 +122,29 @@ def stored_processes(result: Result) -> list[ProcessTiming]:
     return [*latency.processes, *latency.other_series] if latency is not None else []
 
 
-def ran_here(processes: Sequence[ProcessTiming], host: str) -> bool:
-    """Some of the processes ran on this host, where its compiler caches stay (a process of an older store, which did
-    not record its host, counts as here). A cell whose processes all ran on another machine (a sweep resumed in a later
-    session on a fresh one) starts a new attempt here, whose first process compiles again (cells.CellAttempt: a cell
-    never mixes hosts)."""
-    return any(process.host in (None, host) for process in processes)
+@dataclass(frozen=True)
+class Machine:
+    """Where a sweep runs: its host's name and its GPUs' UUIDs. Lent machines may share a name (every GPU machine of
+    one workplace was "vm"), never a GPU."""
+
+    host: str
+    gpu_uuids: frozenset[str]
+
+    def ran(self, process: ProcessTiming) -> bool:
+        """The process ran here (a process of an older store, which did not record where, counts as here)."""
+        return process.host in (None, self.host) and (process.gpu_uuid is None or process.gpu_uuid in self.gpu_uuids)
+
+
+@functools.lru_cache(maxsize=1)
+def this_machine() -> Machine:
+    return Machine(socket.gethostname(), frozenset(gpu.uuid for gpu in detect() if gpu.uuid))
+
+
+def ran_here(processes: Sequence[ProcessTiming], machine: Machine) -> bool:
+    """Some of the processes ran on this machine, where its compiler caches stay. A cell whose processes all ran on
+    another machine (a sweep resumed in a later session on a fresh one) starts a new attempt here, whose first process
+    compiles again (cells.CellAttempt: a cell never mixes GPUs or hosts)."""
+    return any(machine.ran(process) for process in processes)
 
 
 def processes_due(job: JobSpec, processes: Sequence[ProcessTiming]) -> int:
@@ -172,7 +190,7 @@ def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config
             plan.skipped += 1
             continue
         plan.to_run.append(job)
-        if is_partial(stored) and ran_here(stored_processes(stored), socket.gethostname()):
+        if is_partial(stored) and ran_here(stored_processes(stored), this_machine()):
             plan.resumed[job.job_id] = stored
         elif stored is not None and stored.status not in FINAL_STATUSES:
             plan.retried.add(job.job_id)

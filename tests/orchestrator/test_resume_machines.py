@@ -5,13 +5,15 @@ store's processes, which do not name their host, plan as before."""
 
 import socket
 from typing import Optional
+from unittest import mock
 
 from hypothesis import given, settings, strategies as st
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.planner import processes_due, still_due
+from mlcbench.orchestrator import planner
+from mlcbench.orchestrator.planner import Machine, processes_due, still_due
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.sweep import schedule
 from mlcbench.orchestrator.sweep.cells import CellAttempt
@@ -38,8 +40,9 @@ def _stored(hosts: list[Optional[str]]) -> Result:
     return Result(job_id=JOB.job_id, job=JOB, status="ok", metrics=Metrics(latency=timing))
 
 
-def _plan(hosts: list[Optional[str]]):
-    return still_due(load_env("local"), [JOB], {JOB.job_id: _stored(hosts)}, "key")
+def _plan(hosts: list[Optional[str]], machine: Machine = Machine(HERE, frozenset({f"GPU-of-{HERE}"}))):
+    with mock.patch.object(planner, "this_machine", lambda: machine):
+        return still_due(load_env("local"), [JOB], {JOB.job_id: _stored(hosts)}, "key")
 
 
 @settings(max_examples=50, deadline=None)
@@ -59,6 +62,11 @@ def test_a_cell_resumed_on_another_host_plans_a_cold_process_and_one_resumed_her
     assert not _plan([HERE, HERE]).cold_first(JOB) and _plan([HERE, HERE]).processes_due(JOB) == 2
     # an older store's processes name no host: they plan as before, as run here
     assert not _plan([None, None]).cold_first(JOB) and _plan([None, None]).processes_due(JOB) == 2
+
+
+def test_a_lent_machine_of_the_same_name_with_other_gpus_is_another_machine():
+    assert _plan([HERE, HERE], Machine(HERE, frozenset({"GPU-of-the-next-lent-machine"}))).cold_first(JOB)
+    assert not _plan([HERE], Machine(HERE, frozenset({f"GPU-of-{HERE}", "GPU-beside-it"}))).cold_first(JOB)
 
 
 def test_the_sweep_estimates_a_cold_first_process_for_a_cell_its_processes_left_on_another_host(tmp_path):
