@@ -35,8 +35,8 @@ class EnvPlan:
         return processes_due(job, stored_processes(resumed) if resumed is not None else [])
 
     def cold_first(self, job: JobSpec) -> bool:
-        """The cell's next process is its first on this host (its caches hold nothing of it): no stored process of
-        the cell goes on here (still_due)."""
+        """The cell's next process is its first on this machine (its caches hold nothing of it): no stored process
+        of the cell goes on here (still_due, Machine)."""
         return job.job_id not in self.resumed
 
 

@@ -193,7 +193,7 @@ class ProcessTiming(StrictModel):
     launched_at: Optional[datetime] = None
     ended_at: Optional[datetime] = None
     # where it ran (a study resumed on another machine holds processes of several; older stores lack them): a machine's
-    # compiler caches stay with it, so a cell's first process on another host compiles again
+    # compiler caches stay with it, so a cell's first process on another machine compiles again
     host: Optional[str] = None
     gpu_uuid: Optional[str] = None
 
