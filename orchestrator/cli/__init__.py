@@ -154,6 +154,10 @@ def sweep(
         help="exec: each worker a new interpreter; fork: forked, before CUDA is touched, from an interpreter that "
              "imported torch and the compilers once per round of a GPU's cells (local env; seconds less per "
              "process); stored with each result")] = StartupPath.exec,
+    overlap: Annotated[int, typer.Option(
+        min=1, max=8, help="worker processes at once on each GPU (local env): their compiles overlap on shares of the "
+                           "host's cores, while each timed window has the GPU alone (the others stopped); as many "
+                           "as the GPU's memory holds")] = 1,
     plan: Annotated[bool, typer.Option(
         "--plan", help="print the cells, processes per cell and the estimated time per GPU, and run or write "
                        "nothing")] = False,
@@ -182,9 +186,12 @@ def sweep(
     options = sweeping.SweepOptions(
         suite=chosen, env_names=list(split(env, "--env")) or ["local"], target=target, filters=filters,
         rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
-        worker_scope=worker_scope.value, startup=startup.value, max_rounds=rounds,
+        worker_scope=worker_scope.value, startup=startup.value, max_rounds=rounds, overlap=overlap,
     )
     envs = [load_env(name) for name in options.env_names]
+    if overlap > 1 and (runtime is not Runtime.local or any(spec.runtime != "local" for spec in envs)):
+        raise UsageError("--overlap: workers that share a GPU stop one another while one times, which needs them "
+                         "on this host's processes (the local runtime and local envs); drop --overlap here")
     jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
     refuse_models_larger_than_the_machine(jobs, target)
     if plan:
