@@ -69,7 +69,8 @@ def test_lanes_sharing_a_gpu_each_stand_stopped_through_the_others_timed_windows
 def test_a_gpu_process_is_planned_with_its_timed_window_and_the_store_refines_it():
     gpu_job = JobSpec(model="ffn-tinyllama", workflow="eager", batch_size=1, device="cuda", precision="bf16")
     typical = schedule.Estimator()
-    assert typical.window_s(gpu_job) == schedule.WINDOW_S["synthetic"] and typical.window_s(_job("ffn-small", "eager")) == 0
+    cpu_job = gpu_job.model_copy(update={"device": "cpu"})
+    assert typical.window_s(gpu_job) == schedule.WINDOW_S["synthetic"] and typical.window_s(cpu_job) == 0
     assert typical.cell_window_s(gpu_job, 3, cold_first=True) == 3 * typical.window_s(gpu_job)
     began = datetime(2026, 12, 7, tzinfo=timezone.utc)
     window = TimedWindow(opened_at=began, closed_at=began + timedelta(seconds=4.5), waited_s=0, neighbours_stopped=1)
