@@ -24,6 +24,7 @@ from mlcbench.orchestrator.reports.data import perf_rows
 from mlcbench.orchestrator.reports.export import FlatRow, flat_row
 from mlcbench.orchestrator.reports.sections.throughput import fastest
 from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.sweep.sharing import busy_s, processes_of
 from mlcbench.schema import FINAL_STATUSES, WORKFLOWS, Result
 from mlcbench.schema.base import StrictModel
 
@@ -90,6 +91,10 @@ class Manifest(StrictModel):
     store: str = "store.db"
     report: str = "report.md"
     figure: Figure
+    # a sweep's own cost: its plan on an empty store before it ran, and what its GPUs were busy (per GPU, the union of
+    # its processes' lifetimes, summed over GPUs), both in seconds
+    plan_estimate_s: Optional[float] = None
+    measured_gpu_s: Optional[float] = None
 
 
 def load(folder: Path) -> Manifest:
@@ -219,6 +224,11 @@ def readme_with_answer(readme: str, root: Path = STUDIES) -> str:
     _, tail = rest.split(ANSWER_END, 1)
     table = answer_table(root / ANSWER_STUDY / load(root / ANSWER_STUDY).store)
     return f"{head}{begin}\n{table}{ANSWER_END}{tail}"
+
+
+def measured_gpu_s(store_file: Path) -> float:
+    """The seconds the store's GPUs were busy with its processes: per GPU the union of their lifetimes, summed."""
+    return round(sum(busy_s(processes_of(_all_cells(store_file))).values()), 1)
 
 
 def index(root: Path = STUDIES) -> str:
