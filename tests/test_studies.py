@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from mlcbench.orchestrator.sweep.sharing import lifetimes_overlap, overlapping_windows, processes_of
+
 REPO = Path(__file__).resolve().parents[1]
 # a repository tool, not part of the package: loaded from its file
 _SPEC = importlib.util.spec_from_file_location("studies", REPO / "tools" / "studies.py")
@@ -34,9 +36,13 @@ def test_a_study_s_figure_recomputes_from_its_store_and_its_answer_quotes_it(nam
 @pytest.mark.parametrize("name", [name for name, manifest in STUDIES.items() if manifest.measured_gpu_s is not None])
 def test_a_sweep_s_gpu_time_recomputes_from_its_store_and_its_plan_was_within_a_quarter_of_it(name):
     manifest = STUDIES[name]
-    assert studies.measured_gpu_s(studies.STUDIES / name / manifest.store) == manifest.measured_gpu_s
+    store_file = studies.STUDIES / name / manifest.store
+    assert studies.measured_gpu_s(store_file) == manifest.measured_gpu_s
     assert manifest.plan_estimate_s is not None
     assert 0.75 <= manifest.plan_estimate_s / manifest.measured_gpu_s <= 1.25
+    # compiles ran beside timing, and no timed window shared its GPU
+    processes = processes_of(studies._all_cells(store_file))
+    assert overlapping_windows(processes) == [] and lifetimes_overlap(processes) > 0
 
 
 def test_the_readme_opens_with_the_answer_its_study_s_store_gives():
