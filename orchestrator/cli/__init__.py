@@ -1,5 +1,6 @@
 """The `mlcbench` command."""
 
+import importlib.util
 import os
 import shlex
 import sys
@@ -26,9 +27,10 @@ from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target, t
 from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
 from mlcbench.orchestrator.runtimes.base import StopRequest
-from mlcbench.orchestrator.store import DEFAULT_DB, Store
+from mlcbench.orchestrator.store import DEFAULT_DB, Store, provenance
 from mlcbench.orchestrator.store.database import MACHINE_ERRNOS
 from mlcbench.orchestrator.store.redaction import mask, mask_url
+from mlcbench.orchestrator.sweep import recovery
 from mlcbench.orchestrator.suites import (builtin_names, default_suite, get_suite, grid_suite, suite_file,
                                            suite_text)
 from mlcbench.orchestrator.reports.tables import history_table, results_table
@@ -128,7 +130,9 @@ def sweep(
     option: Annotated[Optional[list[str]], typer.Option(
         "--option", help="NAME=VALUE: an option every --workflow of a grid from the command line reads, e.g. "
                          "triton_gemv=true (repeatable; docs/workflows.md lists each workflow's)")] = None,
-    workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
+    workdir: Annotated[Optional[Path], typer.Option(
+        help=f"job and result files of each worker (default: a folder of the store's own under {workdirs.ROOT}; "
+             f"what a killed sweep left there is read back into that store only)")] = None,
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = DEFAULT_CACHE_DIR,
     runtime: Annotated[Runtime, typer.Option(
         help="local: run here; slurm: submit as one Slurm job array (--db must be a server every node reaches, "
@@ -167,6 +171,8 @@ def sweep(
 ) -> None:
     """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
     (twice: at once); running the same command again resumes. Exit codes: mlcbench --help."""
+    provenance.git_revision()  # a revision given in the environment is checked before anything runs
+    workdir = workdir or workdirs.for_store(recovery.store_identity(db))
     if runtime is Runtime.slurm:
         if gpu is None or gpus is not None:
             raise UsageError("--runtime slurm: name the nodes' GPU with --gpu TAG (cpu for CPU nodes) and ask Slurm "
@@ -194,6 +200,7 @@ def sweep(
                          "on this host's processes (the local runtime and local envs); drop --overlap here")
     jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
     refuse_models_larger_than_the_machine(jobs, target)
+    refuse_gpu_options_on_a_cpu(jobs, target)
     if plan:
         print_plan(options, db)
         return
@@ -202,6 +209,7 @@ def sweep(
     writable_folder(cache_dir, "--cache-dir")
     # what would fail every job is found out before a job runs or a row is stored
     if runtime is Runtime.local:
+        refuse_a_local_worker_without_torch(envs)
         if any(spec.runtime == "docker" for spec in envs):
             connect()
         for spec in envs:
@@ -209,6 +217,7 @@ def sweep(
     store = Store(db)
     store.check_writable()
     options.estimator = Estimator.from_results(store.cells(gpu_tag=target.tag))
+    warn_of_other_stores_leftovers(workdir, store)
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{escape(hardware(target))}[/], "
                   f"env(s) {', '.join(options.env_names)}, store {escape(store.safe_url)}")
     if runtime is Runtime.slurm:
@@ -302,6 +311,35 @@ def refuse_models_larger_than_the_machine(jobs: list[JobSpec], target: Target) -
     if too_large:
         raise UsageError(f"the weights alone of {', '.join(too_large.values())} outgrow {where} "
                          f"({memory / 1e9:,.1f} GB): check the config's sizes, or run on a larger machine")
+
+
+def refuse_gpu_options_on_a_cpu(jobs: list[JobSpec], target: Target) -> None:
+    """A UsageError naming the first option that runs on a CUDA GPU only, turned on by a job of a sweep on a CPU:
+    refused here rather than by a worker that would start only to store it as unsupported."""
+    if target.device == "cuda":
+        return
+    for job in jobs:
+        on = [name for name in job.options.GPU_ONLY if getattr(job.options, name)]
+        if on:
+            raise UsageError(f"{job.workflow} with {on[0]}=true runs on a CUDA GPU only, and this sweep runs on the "
+                             f"{target.device}: leave {on[0]} out, or sweep on a GPU")
+
+
+def refuse_a_local_worker_without_torch(envs: list) -> None:
+    """The local env's worker runs in this interpreter: without torch every job would crash as its worker starts."""
+    local = [spec.name for spec in envs if spec.runtime == "local"]
+    if local and importlib.util.find_spec("torch") is None:
+        raise EnvironmentFailure(f"the {', '.join(local)} env runs its worker in this interpreter ({sys.executable}), "
+                                 f"which has no torch: install the worker's packages with pip install "
+                                 f"'mlcbench[worker]', or sweep in a Docker env (--env cpu)")
+
+
+def warn_of_other_stores_leftovers(workdir: Path, store: Store) -> None:
+    """What killed sweeps into other stores left in this work folder stays there for those stores: said, not read."""
+    for other, folders in recovery.left_for_other_stores(workdir, store).items():
+        print(f"warning: --workdir {workdir} holds results of killed sweeps into another store ({other}: "
+              f"{', '.join(folder.name for folder in folders)}); left for that store: a sweep into it with this "
+              f"--workdir reads them back", file=sys.stderr)
 
 
 def machine_memory(target: Target) -> tuple[Optional[int], str]:

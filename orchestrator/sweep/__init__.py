@@ -216,7 +216,8 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
     git_rev = provenance.git_revision()
     described = recovery.SweepRecord(sweep_id=options.sweep_id, env=env.name, gpu_tag=options.target.tag,
                                      config_key=env_plan.config_key, order_seed=options.order_seed,
-                                     worker_scope=options.worker_scope, git_rev=git_rev, rerun=options.rerun)
+                                     worker_scope=options.worker_scope, git_rev=git_rev, rerun=options.rerun,
+                                     store=recovery.store_identity(writer._store.url))
     with recovery.claimed(workdir, described):
         return _run_cells(env, env_plan, options, runtime_factory, writer, listener, stop, workdir, git_rev)
 
