@@ -466,10 +466,11 @@ def suites(show: Annotated[Optional[str], typer.Option(
 
 
 def _register_commands() -> None:
-    """Commands that live in their own modules (env images, reports, Slurm sweeps)."""
-    from mlcbench.orchestrator.cli import cluster, envs, reports
+    """Commands that live in their own modules (env images, models and examples, reports, Slurm sweeps)."""
+    from mlcbench.orchestrator.cli import cluster, envs, models, reports
 
     envs.register(app)
+    models.register(app)
     reports.register(app)
     cluster.register(app)
 

@@ -372,7 +372,13 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
     except ArgumentError:
         raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL "
                          f"(e.g. sqlite:///results/mlcbench.db, postgresql+psycopg://user:password@host/db)") from None
-    except (ImportError, ValueError) as error:
+    except ImportError as error:
+        driver = f"psycopg, which mlcbench's postgres extra installs: pip install '{POSTGRES_EXTRA}'" \
+            if error.name == "psycopg" else f"{error.name or 'its driver'}; with mlcbench's postgres extra (pip " \
+            f"install '{POSTGRES_EXTRA}'), write the URL postgresql+psycopg://USER:PASSWORD@HOST/DB"
+        raise UsageError(f"cannot use --db {safe_url(url)}: its database driver is not installed: {driver}") \
+            from None
+    except ValueError as error:
         raise UsageError(f"cannot use --db {safe_url(url)}: {mask(str(error), url_secrets(url))}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas if create else _sqlite_reading_pragmas)
@@ -442,6 +448,8 @@ def _read_only_sqlite(path: Path) -> OpenedStore:
     return OpenedStore(engine, read_only=True, warning=warning)
 
 
+# the install that brings the PostgreSQL driver (pyproject.toml's extras)
+POSTGRES_EXTRA = "mlcbench[postgres]"
 # what an OSError says when the machine failed (a full disk or quota, an I/O error), not the path the user gave
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 # SQLite's primary result codes (an extended code carries one in its low byte)
