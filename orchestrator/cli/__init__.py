@@ -3,6 +3,7 @@
 import importlib.util
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -28,7 +29,7 @@ from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.store import DEFAULT_DB, Store, provenance
-from mlcbench.orchestrator.store.database import MACHINE_ERRNOS
+from mlcbench.orchestrator.store.database import MACHINE_ERRNOS, sqlite_file
 from mlcbench.orchestrator.store.redaction import mask, mask_url
 from mlcbench.orchestrator.sweep import recovery
 from mlcbench.orchestrator.suites import (builtin_names, default_suite, get_suite, grid_suite, suite_file,
@@ -231,6 +232,12 @@ def sweep(
             report = sweeping.run(options, store, listener, stop=stop)
     except KeyboardInterrupt:  # a second Ctrl-C: the closing line counts what this sweep stored, read back
         report = sweeping.SweepReport(stored=store.history(sweep_id=options.sweep_id), interrupted=True)
+    except OSError as error:
+        if error.errno not in MACHINE_ERRNOS:
+            raise
+        places = {"--workdir": workdir, "--cache-dir": cache_dir, "--db": sqlite_file(store.url)}
+        raise EnvironmentFailure(machine_failure(error, {option: path for option, path in places.items() if path}))\
+            from None
     workdirs.tidy(workdir, options.sweep_id, report.went_wrong)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
@@ -385,6 +392,21 @@ def usable_folder(path: Path, option: str) -> None:
         if error.errno in MACHINE_ERRNOS:
             raise EnvironmentFailure(f"{reason}; free space, then run the same command again") from None
         raise UsageError(f"{reason}; choose a folder you can write to") from None
+
+
+def machine_failure(error: OSError, places: dict[str, Path]) -> str:
+    """A full disk or an I/O error while sweeping, said with the file where it is known and the space left where the
+    sweep writes: the place to free is the one short of it."""
+    file = f" writing {error.filename}" if error.filename else ""
+    spaces = "; ".join(f"{option} {path}: {_free(path)} free" for option, path in places.items())
+    return f"{error.strerror or error}{file} ({spaces}): free space where it is short, then run the same command again"
+
+
+def _free(path: Path) -> str:
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    return f"{shutil.disk_usage(existing).free / 1e9:,.1f} GB"
 
 
 def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:

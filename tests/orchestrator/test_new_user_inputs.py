@@ -2,22 +2,26 @@
 are read back into their own store only (per-store default work folders; another store leaves them alone and says
 so); environment-supplied values are checked before any work and a record that cannot be stored never poisons the
 work folder; contradictory Hugging Face configs are refused with the field named; GPU-only options are refused on a
-CPU before any worker starts."""
+CPU before any worker starts; a locked store and a full disk are named with their path and likely cause."""
 
+import errno
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
+from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.cli import app
 from mlcbench.orchestrator.errors import ExitCode
-from mlcbench.orchestrator.store import Store
+from mlcbench.orchestrator.store import Store, database
 from mlcbench.orchestrator.sweep.recovery import REFUSED_FILE, SWEEP_FILE
 
 runner = CliRunner()
@@ -149,3 +153,43 @@ def test_a_gpu_only_option_is_refused_on_a_cpu_before_any_worker_starts(tmp_path
     assert done.exit_code == ExitCode.USAGE, done.output
     assert f"{workflow} with {option}=true runs on a CUDA GPU only" in done.stderr
     assert not (tmp_path / "s.db").exists() and not (tmp_path / "w").exists()
+
+
+def test_a_store_locked_past_the_timeout_names_the_file_and_the_likely_holders(tmp_path, monkeypatch):
+    path = tmp_path / "s.db"
+    Store(f"sqlite:///{path}").engine.dispose()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    monkeypatch.setattr(database, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    try:
+        done = runner.invoke(app, ["sweep", *ONE_CELL, "--batch-size", "1", "--db", f"sqlite:///{path}",
+                                   "--workdir", str(tmp_path / "w")])
+    finally:
+        holder.close()
+    assert done.exit_code == ExitCode.ENVIRONMENT, done.output
+    assert f"another process held {path} locked for over 0.2 s: another mlcbench sweep" in done.stderr
+    assert "a full disk" not in done.stderr
+
+
+def test_a_full_disk_while_sweeping_names_the_places_written_and_their_space(tmp_path, monkeypatch):
+    def disk_full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sweeping, "run", disk_full)
+    done = runner.invoke(app, ["sweep", *ONE_CELL, "--batch-size", "1", "--db", f"sqlite:///{tmp_path / 's.db'}",
+                               "--workdir", str(tmp_path / "w"), "--cache-dir", str(tmp_path / "c")])
+    assert done.exit_code == ExitCode.ENVIRONMENT, done.output
+    assert done.stderr.startswith("error: No space left on device (--workdir ")
+    for place in (f"--workdir {tmp_path / 'w'}: ", f"--cache-dir {tmp_path / 'c'}: ", f"--db {tmp_path / 's.db'}: "):
+        assert place in done.stderr, done.stderr
+
+
+def test_a_full_disk_under_a_sqlite_store_names_its_folder(tmp_path):
+    connection = sqlite3.connect(tmp_path / "s.db")
+    connection.execute("CREATE TABLE t (x BLOB)")
+    connection.execute("PRAGMA max_page_count=2")
+    with pytest.raises(sqlite3.DatabaseError) as full:
+        connection.execute("INSERT INTO t VALUES (zeroblob(100000))")
+    said = database.write_failure(OperationalError("INSERT", None, full.value), f"sqlite:///{tmp_path / 's.db'}",
+                                  "otherwise")
+    assert f"the disk that holds {tmp_path} is full: free space there" in said and "otherwise" not in said
