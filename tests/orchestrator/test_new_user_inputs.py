@@ -193,3 +193,11 @@ def test_a_full_disk_under_a_sqlite_store_names_its_folder(tmp_path):
     said = database.write_failure(OperationalError("INSERT", None, full.value), f"sqlite:///{tmp_path / 's.db'}",
                                   "otherwise")
     assert f"the disk that holds {tmp_path} is full: free space there" in said and "otherwise" not in said
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/usage.md"])
+def test_the_docs_give_make_sweeps_measured_cpu_time_with_its_machine_and_name_the_extras(page):
+    text = " ".join((REPO / page).read_text().split())
+    assert "24 minutes" in text and "2-core machine shared with other work" in text and "2026-12-06" in text
+    assert "a few minutes on 2 cores" not in text and "about five minutes" not in text
+    assert "pip install 'mlcbench[worker]'" in text and "[postgres]" in text
