@@ -201,10 +201,14 @@ def sweep(
                          "on this host's processes (the local runtime and local envs); drop --overlap here")
     jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
     refuse_models_larger_than_the_machine(jobs, target)
-    refuse_gpu_options_on_a_cpu(jobs, target)
+    gpu_only = gpu_only_options_on_a_cpu(jobs, target)
     if plan:
+        if gpu_only:
+            print(f"warning: {gpu_only}: a sweep on this machine refuses it", file=sys.stderr)
         print_plan(options, db)
         return
+    if gpu_only:
+        raise UsageError(gpu_only)
     warn_of_large_models_on_a_cpu(jobs, target)
     writable_folder(workdir, "--workdir")
     writable_folder(cache_dir, "--cache-dir")
@@ -320,16 +324,17 @@ def refuse_models_larger_than_the_machine(jobs: list[JobSpec], target: Target) -
                          f"({memory / 1e9:,.1f} GB): check the config's sizes, or run on a larger machine")
 
 
-def refuse_gpu_options_on_a_cpu(jobs: list[JobSpec], target: Target) -> None:
-    """A UsageError naming the first option that runs on a CUDA GPU only, turned on by a job of a sweep on a CPU:
-    refused here rather than by a worker that would start only to store it as unsupported."""
+def gpu_only_options_on_a_cpu(jobs: list[JobSpec], target: Target) -> Optional[str]:
+    """The first option that runs on a CUDA GPU only, turned on by a job of a sweep on a CPU, in words: a sweep
+    refuses it rather than start a worker only to store it as unsupported (a plan warns of it). None when none is."""
     if target.device == "cuda":
-        return
+        return None
     for job in jobs:
         on = [name for name in job.options.GPU_ONLY if getattr(job.options, name)]
         if on:
-            raise UsageError(f"{job.workflow} with {on[0]}=true runs on a CUDA GPU only, and this sweep runs on the "
-                             f"{target.device}: leave {on[0]} out, or sweep on a GPU")
+            return (f"{job.workflow} with {on[0]}=true runs on a CUDA GPU only, and this sweep runs on the "
+                    f"{target.device}: leave {on[0]} out, or sweep on a GPU")
+    return None
 
 
 def refuse_a_local_worker_without_torch(envs: list) -> None:

@@ -151,8 +151,11 @@ def test_a_gpu_only_option_is_refused_on_a_cpu_before_any_worker_starts(tmp_path
                                f"{option}=true", "--batch-size", "1", "--gpu", "cpu",
                                "--db", f"sqlite:///{tmp_path / 's.db'}", "--workdir", str(tmp_path / "w")])
     assert done.exit_code == ExitCode.USAGE, done.output
-    assert f"{workflow} with {option}=true runs on a CUDA GPU only" in done.stderr
+    assert done.stderr.startswith(f"error: {workflow} with {option}=true runs on a CUDA GPU only")
     assert not (tmp_path / "s.db").exists() and not (tmp_path / "w").exists()
+    planned = runner.invoke(app, ["sweep", "--model", "llama-2layer", "--workflow", workflow, "--option",
+                                  f"{option}=true", "--batch-size", "1", "--gpu", "cpu", "--plan"])
+    assert planned.exit_code == 0 and "a sweep on this machine refuses it" in planned.stderr, planned.output
 
 
 def test_a_store_locked_past_the_timeout_names_the_file_and_the_likely_holders(tmp_path, monkeypatch):
