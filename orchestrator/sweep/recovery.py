@@ -110,8 +110,8 @@ def _unended(workdir: Path) -> Iterator[tuple[Path, SweepRecord]]:
 
 def recover(workdir: Path, store: Store) -> int:
     """Store what the workers of killed sweeps into this store under `workdir` wrote and no sweep stored; returns how
-    many processes (results) that was. A folder whose results the store refuses is marked failed, with the reason in
-    its failure marker, and left for the user to read."""
+    many processes (results) that was. A folder whose results the store refuses is marked failed, the reason beside
+    it (REFUSED_FILE), and left for the user to read; a folder of another store is left as it is."""
     recovered, mine = 0, store_identity(store.url)
     for described in sorted(workdir.glob(f"*/{SWEEP_FILE}")):
         folder = described.parent
