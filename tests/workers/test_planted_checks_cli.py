@@ -15,6 +15,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE
 from mlcbench.orchestrator.errors import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,12 +121,14 @@ def test_worker_code_changed_under_a_warm_cache_compiles_cold_and_recomputes_eag
     lines += entry(["llama3-tiny"], "fp32", [1], "torch_compile_forward", input_len=16, output_len=4)
     lines += entry(["ffn-small"], "bf16", [1])
     suite = write_suite(tmp_path, lines)
-    environment = {"PYTHONPATH": os.pathsep.join(filter(None, [str(copy), os.environ.get("PYTHONPATH")]))}
+    environment = {"PYTHONPATH": os.pathsep.join(filter(None, [str(copy), os.environ.get("PYTHONPATH")])),
+                   ENVS_DIR_VARIABLE: str(REPO / "envs")}
 
     def sweep(db: str):
         done = mlcbench("sweep", "--suite", str(suite), "--worker-scope", "round", "--cache-dir",
                         str(tmp_path / "cache"), env={**environment, "MLCBENCH_DB": f"sqlite:///results/{db}"},
                         timeout=1200)
+        assert (tmp_path / "results" / db).exists(), done.stdout + done.stderr
         return done, stored(tmp_path, db)
 
     done, clean = sweep("clean.db")
