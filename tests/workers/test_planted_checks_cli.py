@@ -112,7 +112,8 @@ def test_worker_code_changed_under_a_warm_cache_compiles_cold_and_recomputes_eag
     """Two sweeps on one cache folder, each into a store of its own, from a copy of the installed packages (first on
     PYTHONPATH): the first with the copy as it is (a clean compiled forward), the second after one module attribute
     of its compiled path changed. Dynamo's precompile cache would load the first's graphs, whose guards do not check
-    a float attribute, and eager's reference cache the first's reference."""
+    a float attribute, and eager's reference cache the first's reference: with the code key held constant in the
+    copy, the second sweep was warm (a precompile hit), read the reference and passed with the first's exact error."""
     copy = tmp_path / "code"
     for package in ("schema", "workers", "orchestrator"):
         shutil.copytree(REPO / package, copy / "mlcbench" / package, ignore=shutil.ignore_patterns("__pycache__"))
