@@ -11,7 +11,8 @@ from typing import Collection, Mapping, Optional, Sequence
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import Target, detect
 from mlcbench.orchestrator.suites import builtin_names, check_checkpoint, check_workflow_option, get_suite
-from mlcbench.schema import FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, JobSpec, ProcessTiming, Result, Suite, why_not_run
+from mlcbench.schema import (FINAL_STATUSES, MODELS, WORKFLOWS, EnvSpec, GpuInfo, JobSpec, ProcessTiming, Result, Suite,
+                             why_not_run)
 from mlcbench.schema.catalog import missing_requirements
 
 
@@ -136,8 +137,10 @@ class Machine:
 
 
 @functools.lru_cache(maxsize=1)
-def this_machine() -> Machine:
-    return Machine(socket.gethostname(), frozenset(gpu.uuid for gpu in detect() if gpu.uuid))
+def this_machine(gpus: Optional[Sequence[GpuInfo]] = None) -> Machine:
+    """This host with its GPUs: those given (a sweep's target), else those it detects."""
+    gpus = detect() if gpus is None else gpus
+    return Machine(socket.gethostname(), frozenset(gpu.uuid for gpu in gpus if gpu.uuid))
 
 
 def ran_here(processes: Sequence[ProcessTiming], machine: Machine) -> bool:
@@ -161,9 +164,9 @@ def _has(jobs: list[JobSpec], attribute: str, value: object) -> bool:
 
 
 def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, Result], rerun: bool,
-             config_key: str) -> EnvPlan:
-    """done: job_id -> the result of each stored cell of this env and GPU tag."""
-    plan = still_due(env, jobs, {} if rerun else done, config_key)
+             config_key: str, machine: Machine) -> EnvPlan:
+    """done: job_id -> the result of each stored cell of this env and GPU tag; machine: where the sweep runs."""
+    plan = still_due(env, jobs, {} if rerun else done, config_key, machine)
     blocked = _env_blocked(env, target)
     runnable = []
     for job in plan.to_run:
@@ -179,7 +182,7 @@ def plan_env(env: EnvSpec, jobs: list[JobSpec], target: Target, done: dict[str, 
     return plan
 
 
-def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config_key: str,
+def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config_key: str, machine: Machine,
               tried: Collection[str] = ()) -> EnvPlan:
     """What of jobs is due: all but those whose stored cell (done: job_id -> result) is final, and those tried (a
     requeued Slurm task skips what it tried before); a cell left short of its processes goes on from them."""
@@ -190,7 +193,7 @@ def still_due(env: EnvSpec, jobs: list[JobSpec], done: dict[str, Result], config
             plan.skipped += 1
             continue
         plan.to_run.append(job)
-        if is_partial(stored) and ran_here(stored_processes(stored), this_machine()):
+        if is_partial(stored) and ran_here(stored_processes(stored), machine):
             plan.resumed[job.job_id] = stored
         elif stored is not None and stored.status not in FINAL_STATUSES:
             plan.retried.add(job.job_id)

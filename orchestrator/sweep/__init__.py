@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Optional
 
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env
+from mlcbench.orchestrator.planner import EnvPlan, Filters, expand, plan_env, this_machine
 from mlcbench.orchestrator.runtimes.base import Lane, Runtime, StopRequest
 from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.registry import start_runtime
@@ -126,7 +126,9 @@ def plan(options: SweepOptions, store: Optional[Store]) -> list[EnvPlan]:
     jobs = expand(options.suite, options.target, options.filters, options.checkpoints)
     cells = {env.name: {r.job_id: r for r in (store.cells(env=env.name, gpu_tag=options.target.tag) if store else [])}
              for env in envs}
-    return [plan_env(env, jobs, options.target, cells[env.name], options.rerun, config_key(env)) for env in envs]
+    machine = this_machine(options.target.gpus)
+    return [plan_env(env, jobs, options.target, cells[env.name], options.rerun, config_key(env), machine)
+            for env in envs]
 
 
 def run(options: SweepOptions, store: Store, listener: Optional[SweepListener] = None,

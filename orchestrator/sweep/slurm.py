@@ -19,7 +19,7 @@ from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.envs import config_key, load_env
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.gpu import detect, resolve_target
-from mlcbench.orchestrator.planner import EnvPlan, is_partial, still_due
+from mlcbench.orchestrator.planner import EnvPlan, is_partial, still_due, this_machine
 from mlcbench.orchestrator.runtimes.base import StopRequest
 from mlcbench.orchestrator.runtimes.registry import runtime_class
 from mlcbench.orchestrator.runtimes import slurm
@@ -92,7 +92,7 @@ def _due(store: Store, plan: ArrayPlan, task: ArrayTask, env: EnvSpec, env_confi
     tried = {row.job_id for row, result in own if not is_partial(result)}
     cells = {result.job_id: result for _, result in own} if plan.rerun else {
         result.job_id: result for result in store.cells(env=task.env, gpu_tag=plan.gpu_tag, job_id=ids)}
-    return still_due(env, task.jobs, cells, env_config_key, tried)
+    return still_due(env, task.jobs, cells, env_config_key, this_machine(), tried)
 
 
 def _allocated_gpus() -> Optional[str]:

@@ -4,13 +4,14 @@ that decided it (the env's files, the local env's installed packages)."""
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.envs import ENVS_DIR_VARIABLE, config_key, load_env
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator.planner import plan_env
+from mlcbench.orchestrator.planner import Machine, plan_env
 from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.suites import get_suite
 from tests.orchestrator.stores import JOB, tagged
 
 CPU = Target(tag="cpu", device="cpu", gpus=())
+HERE = Machine("here", frozenset())
 
 
 def write_env(root, workflows: str) -> None:
@@ -49,7 +50,7 @@ def test_unsupported_is_final_only_under_the_configuration_that_decided_it():
         result = tagged(JOB, stored_status)
         done = {JOB.job_id: result.model_copy(update={"provenance": result.provenance.model_copy(
             update={"config_key": stored_key})})}
-        plan = plan_env(env, [JOB], CPU, done, rerun=False, config_key=current_key)
+        plan = plan_env(env, [JOB], CPU, done, rerun=False, config_key=current_key, machine=HERE)
         assert (plan.to_run == [JOB]) is runs, (stored_status, stored_key, current_key)
 
 
@@ -66,6 +67,6 @@ def test_a_cell_whose_worker_died_of_a_fault_is_not_run_again_under_the_same_con
         result = tagged(JOB, status, exit_code=exit_code)
         done = {JOB.job_id: result.model_copy(update={"provenance": result.provenance.model_copy(
             update={"config_key": stored_key})})}
-        plan = plan_env(env, [JOB], CPU, done, rerun=rerun, config_key="a")
+        plan = plan_env(env, [JOB], CPU, done, rerun=rerun, config_key="a", machine=HERE)
         assert (plan.to_run == [JOB]) is runs, (status, exit_code, stored_key, rerun)
         assert plan.skipped == (0 if runs else 1)

@@ -5,14 +5,12 @@ store's processes, which do not name their host, plan as before."""
 
 import socket
 from typing import Optional
-from unittest import mock
 
 from hypothesis import given, settings, strategies as st
 
 from mlcbench.orchestrator import sweep as sweeping
 from mlcbench.orchestrator.envs import load_env
 from mlcbench.orchestrator.gpu import Target
-from mlcbench.orchestrator import planner
 from mlcbench.orchestrator.planner import Machine, processes_due, still_due
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.sweep import schedule
@@ -41,8 +39,7 @@ def _stored(hosts: list[Optional[str]]) -> Result:
 
 
 def _plan(hosts: list[Optional[str]], machine: Machine = Machine(HERE, frozenset({f"GPU-of-{HERE}"}))):
-    with mock.patch.object(planner, "this_machine", lambda: machine):
-        return still_due(load_env("local"), [JOB], {JOB.job_id: _stored(hosts)}, "key")
+    return still_due(load_env("local"), [JOB], {JOB.job_id: _stored(hosts)}, "key", machine)
 
 
 @settings(max_examples=50, deadline=None)
