@@ -41,7 +41,7 @@ def test_a_sweep_s_gpu_time_recomputes_from_its_store_and_its_plan_was_within_a_
     assert manifest.plan_estimate_s is not None
     assert 0.75 <= manifest.plan_estimate_s / manifest.measured_gpu_s <= 1.25
     # compiles ran beside timing, and no timed window shared its GPU
-    processes = processes_of(studies._all_cells(store_file))
+    processes = processes_of(studies.all_cells(store_file))
     assert overlapping_windows(processes) == [] and lifetimes_overlap(processes) > 0
 
 

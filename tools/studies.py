@@ -116,12 +116,17 @@ def snapshot(store_file: Path, copy: Path) -> None:
 
 def ok_cells(store_file: Path) -> list[Result]:
     """The store's ok cells, read from a copy of it (opening a store upgrades its schema in place)."""
+    return [result for result in all_cells(store_file) if result.status == "ok"]
+
+
+def all_cells(store_file: Path) -> list[Result]:
+    """The store's cells, read from a copy of it (opening a store upgrades its schema in place)."""
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / store_file.name
         snapshot(store_file, copy)
         store = Store(f"sqlite:///{copy}")
         try:
-            return store.cells(status="ok")
+            return store.cells()
         finally:
             store.engine.dispose()
 
@@ -161,21 +166,10 @@ ANSWER_BEGIN = "<!-- the study's answer: written by tools/studies.py from benchm
 ANSWER_END = "<!-- end of the study's answer -->"
 
 
-def _all_cells(store_file: Path) -> list[Result]:
-    with tempfile.TemporaryDirectory() as scratch:
-        copy = Path(scratch) / store_file.name
-        snapshot(store_file, copy)
-        store = Store(f"sqlite:///{copy}")
-        try:
-            return store.cells()
-        finally:
-            store.engine.dispose()
-
-
 def answer_table(store_file: Path) -> str:
     """For each model and batch of the store: the fastest workflow (judged as the reports judge it), its speedup over
     eager with its interval, its cold compile, its energy with its interval and its check."""
-    results = _all_cells(store_file)
+    results = all_cells(store_file)
     rows = perf_rows(results)
     lines = ["| model | batch | fastest | speedup over eager | cold compile | energy | check |",
              "|---|---:|---|---|---:|---|---|"]
@@ -228,7 +222,7 @@ def readme_with_answer(readme: str, root: Path = STUDIES) -> str:
 
 def measured_gpu_s(store_file: Path) -> float:
     """The seconds the store's GPUs were busy with its processes: per GPU the union of their lifetimes, summed."""
-    return round(sum(busy_s(processes_of(_all_cells(store_file))).values()), 1)
+    return round(sum(busy_s(processes_of(all_cells(store_file))).values()), 1)
 
 
 def index(root: Path = STUDIES) -> str:
