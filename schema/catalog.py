@@ -8,7 +8,7 @@ from pydantic import Field, ValidationError
 from mlcbench.schema.base import StrictModel
 from mlcbench.schema.families import FAMILIES
 from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, Options, TensorrtOptions,
-                                     TorchCompileDecodeOptions, TorchCompileOptions)
+                                     TorchCompileDecodeOptions, TorchCompileOptions, TorchCompileStaticOptions)
 
 ModelKind = Literal["synthetic", "llm"]
 
@@ -374,7 +374,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
     WorkflowInfo(name="torch_compile_static", compile_cost=_compiles(30),
-                 dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
+                 dynamo=True, options=TorchCompileStaticOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="torch_compile_decode", compile_cost=_compiles(115, 4),

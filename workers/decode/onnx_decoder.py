@@ -9,6 +9,7 @@ from typing import Callable, Optional
 import torch
 
 from mlcbench.schema import Applied
+from mlcbench.schema.options import OnnxRuntimeOptions
 from mlcbench.workers.interface import Fragment, Generation, Prepared, WorkflowContext
 from mlcbench.workers.decode.greedy import greedy_decode
 from mlcbench.workers.stacks.onnx_export import bind_input, bind_output, export_onnx, session
@@ -100,7 +101,8 @@ class OnnxKVCacheRunner:
                              forced_tokens=forced_tokens)
 
 
-def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> Prepared[OnnxKVCacheRunner]:
+def prepare(model: torch.nn.Module, providers: list,
+            ctx: WorkflowContext[OnnxRuntimeOptions]) -> Prepared[OnnxKVCacheRunner]:
     path, input_names, output_names, exported = export_decoder(model, ctx)
     sess, opened = session(path, providers)
     io_binding = ctx.options.io_binding

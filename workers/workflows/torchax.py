@@ -14,8 +14,9 @@ from typing import Callable, Iterator, Optional
 import torch
 
 from mlcbench.schema import Applied
+from mlcbench.schema.options import NoOptions
 from mlcbench.schema.results import Setting
-from mlcbench.workers.interface import Generation, Prepared, Unsupported, Workflow, WorkflowContext, require
+from mlcbench.workers.interface import Generation, LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.greedy import GreedyRunner
 from mlcbench.workers.stacks.jax_traces import TRACES, ExportedForward, JaxCompileCounts, trace_key, trace_parts
 
@@ -48,7 +49,7 @@ def _named_tensor_overloads_tolerated(seen: list) -> Iterator[None]:
         packet.__getattr__ = original
 
 
-def _load(ctx: WorkflowContext):
+def _load(ctx: WorkflowContext[NoOptions]):
     """torchax, its environment and jax, and the notes that record them."""
     # JAX takes 75 % of GPU memory at start-up unless told not to: peak-memory figures would mean nothing
     notes: dict[str, Setting] = {PREALLOCATE: os.environ.setdefault(PREALLOCATE, "false")}
@@ -106,12 +107,12 @@ class _LastLogits(torch.nn.Module):
         return self.model(input_ids=input_ids, use_cache=False).logits[:, -1:, :]
 
 
-class Torchax(Workflow):
+class Torchax(Workflow[NoOptions]):
     def __init__(self) -> None:
         self.counts = JaxCompileCounts()
 
     @contextmanager
-    def compiling(self, ctx):
+    def compiling(self, ctx: WorkflowContext[NoOptions]) -> Iterator[tuple[str, ...]]:
         """JAX's persistent compilation cache in the workflow's cache folder: a later process loads the XLA programs
         an earlier one compiled (an LLM's greedy loop without a KV cache compiles one per sequence length, minutes
         in all) instead of compiling them again; and what it found there, counted."""
@@ -122,7 +123,8 @@ class Torchax(Workflow):
         with self.counts.listening():
             yield ("jax_compilation_cache",)
 
-    def compile_module(self, module, inputs, ctx):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[NoOptions]) -> Prepared[Callable[..., object]]:
         torchax, env, jax, notes = _load(ctx)
         with env:
             _to_jax(module)
@@ -137,7 +139,7 @@ class Torchax(Workflow):
         return Prepared(run, Applied(backend="torchax (jax.jit)", dynamic_shapes=False), jax.block_until_ready,
                         notes, cache_counter=self.counts)
 
-    def prepare_llm(self, model, ctx):
+    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
         torchax, env, jax, notes = _load(ctx)
         with env:
             begin = time.perf_counter()
