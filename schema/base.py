@@ -1,9 +1,9 @@
-from typing import Annotated
+from typing import Annotated, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 # Bump when a stored or exchanged model changes shape; readers refuse versions they do not know.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 class StrictModel(BaseModel):

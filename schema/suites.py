@@ -40,7 +40,7 @@ class ModelDefinition(StrictModel):
 
     def synthetic_info(self) -> ModelInfo:
         assert self.architecture is not None and self.hidden_size and self.intermediate_size
-        return ModelInfo(kind="synthetic", architecture=self.architecture.replace("-", "_"),  # type: ignore[arg-type]
+        return ModelInfo(kind="synthetic", architecture=self.architecture.replace("-", "_"),
                          hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
                          depth=self.depth or (8 if self.architecture == "ffn-multilayer" else 1),
                          default_precision=self.precision or "fp32")

@@ -6,8 +6,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import (TYPE_CHECKING, Callable, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Protocol, TypeVar,
-                    cast)
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, Optional, Protocol, TypeVar, cast
 
 from mlcbench.schema import Applied, CacheCounts, JobSpec, Options
 from mlcbench.schema.results import Setting
@@ -24,9 +23,14 @@ class Generation:
     step_logits: Optional["torch.Tensor"] = None  # [batch, new tokens, vocab]: the logits each token was chosen from
 
 
+# a Hugging Face causal LM (transformers' PreTrainedModel: not every image has transformers, and its configs' fields
+# are per family)
+CausalLM = Any
+
+
 class LLMRunner(Protocol):
-    # why this loop cannot be fed given tokens (None: it can; its check is then teacher-forced)
-    no_teacher_forcing: ClassVar[Optional[str]] = None
+    """A loop that cannot be fed given tokens says why in a class attribute `no_teacher_forcing` (its check then
+    compares free-running tokens); every other loop's check is teacher-forced."""
 
     def generate(self, input_ids: "torch.Tensor", max_new_tokens: int, with_logits: bool = False,
                  on_token: Optional[Callable[[], None]] = None,
@@ -80,7 +84,7 @@ class Fragment:
     notes: Mapping[str, Setting] = field(default_factory=dict)
 
 
-Runs = TypeVar("Runs")
+Runs = TypeVar("Runs", covariant=True)
 
 
 class CacheCounter(Protocol):
@@ -134,7 +138,7 @@ class Workflow(Generic[OptionsT]):
         Its first call is timed as compile."""
         raise TypeError(f"the catalog says {self.name} runs synthetic models; its module has no compile_module")
 
-    def prepare_llm(self, model: "torch.nn.Module", ctx: WorkflowContext[OptionsT]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[OptionsT]) -> Prepared[LLMRunner]:
         """LLMs: a runner of fixed-length greedy generation, prepared by this workflow, with what it applied."""
         raise TypeError(f"the catalog says {self.name} runs LLMs; its module has no prepare_llm")
 

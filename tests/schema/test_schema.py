@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from mlcbench.schema import Correctness, Metrics, Result, Suite, SuiteEntry, Timing
+from mlcbench.schema import WORKFLOWS, Correctness, Metrics, Result, Suite, SuiteEntry, Timing
 from mlcbench.schema.jobs import JobSpec
 
 
@@ -30,15 +30,16 @@ def test_job_id_changes_with_any_setting_but_not_the_timeout():
     ("torch_compile_decode", "prefill_graph", {}), ("handtuned_decode", "triton_gemv", {"triton_attention": True}),
     ("handtuned_decode", "triton_attention", {"triton_gemv": True}),
     ("handtuned_decode", "triton_gemm", {"triton_gemv": True})])
-def test_a_later_option_keeps_old_job_ids_while_unset_and_makes_another_cell_when_set(workflow, option, others):
+def test_a_later_option_keeps_old_job_ids_at_its_default_and_makes_another_cell_when_set_away(workflow, option,
+                                                                                              others):
     base = job(workflow=workflow, model="llama-2layer", options=others)
-    assert job(workflow=workflow, model="llama-2layer", options={**others, option: None}).job_id == base.job_id
-    for value in (True, False):
-        variant = job(workflow=workflow, model="llama-2layer", options={**others, option: value})
-        assert variant.job_id != base.job_id and variant.cell_settings != base.cell_settings
-        assert variant.baseline_settings == base.baseline_settings  # eager of the same settings is its baseline
-        assert f"{option}={value}" in variant.label()
-        assert JobSpec.model_validate_json(variant.model_dump_json()).job_id == variant.job_id
+    default = WORKFLOWS[workflow].options.model_fields[option].default
+    assert job(workflow=workflow, model="llama-2layer", options={**others, option: default}).job_id == base.job_id
+    variant = job(workflow=workflow, model="llama-2layer", options={**others, option: not default})
+    assert variant.job_id != base.job_id and variant.cell_settings != base.cell_settings
+    assert variant.baseline_settings == base.baseline_settings  # eager of the same settings is its baseline
+    assert f"{option}={not default}" in variant.label()
+    assert JobSpec.model_validate_json(variant.model_dump_json()).job_id == variant.job_id
 
 
 def test_a_jobs_label_names_the_options_set_away_from_their_defaults():

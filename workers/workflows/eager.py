@@ -5,7 +5,7 @@ import torch
 from mlcbench.schema import Applied
 from mlcbench.schema.options import NoOptions
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.interface import LLMRunner, Prepared, Workflow, WorkflowContext
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 
 
 class Eager(Workflow[NoOptions]):
@@ -13,6 +13,6 @@ class Eager(Workflow[NoOptions]):
                        ctx: WorkflowContext[NoOptions]) -> Prepared[Callable[..., object]]:
         return Prepared(module)
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
         return Prepared(HFGenerateRunner(model, disable_compile=True),
                         Applied(decode_loop="hf_generate", kv_cache="dynamic", dynamic_shapes=True))

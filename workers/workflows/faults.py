@@ -37,5 +37,5 @@ class Hang(Workflow[NoOptions]):
 
 
 # the names jobs give them (schema/catalog.py's FAULT_WORKFLOWS)
-FAULTS: dict[str, type[Workflow[NoOptions]]] = {"fault-kill": KillSelf, "fault-segfault": Segfault, "fault-oom": OutOfMemory,
-                                     "fault-hang": Hang}
+FAULTS: dict[str, type[Workflow[NoOptions]]] = {"fault-kill": KillSelf, "fault-segfault": Segfault,
+                                                "fault-oom": OutOfMemory, "fault-hang": Hang}

@@ -12,12 +12,12 @@ import torch
 from mlcbench.schema import Applied
 from mlcbench.schema.options import HandtunedDecodeOptions
 from mlcbench.workers.decode.static_llama import Kernels, Unfit
-from mlcbench.workers.interface import Unsupported, WorkflowContext
+from mlcbench.workers.interface import CausalLM, Unsupported, WorkflowContext
 from mlcbench.workers.workflows.torch_compile_decode import TorchCompileDecode
 
 
 class HandtunedDecode(TorchCompileDecode[HandtunedDecodeOptions]):
-    def kernels(self, model: torch.nn.Module, ctx: WorkflowContext[HandtunedDecodeOptions]) -> Kernels:
+    def kernels(self, model: CausalLM, ctx: WorkflowContext[HandtunedDecodeOptions]) -> Kernels:
         options = ctx.options
         if ctx.device.type != "cuda":
             on = [name for name in HandtunedDecodeOptions.KERNELS if getattr(options, name)]

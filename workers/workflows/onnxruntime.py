@@ -7,7 +7,7 @@ import torch
 
 from mlcbench.schema.options import OnnxRuntimeOptions
 from mlcbench.workers.decode import onnx_decoder
-from mlcbench.workers.interface import LLMRunner, Prepared, Workflow, WorkflowContext
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
 
 
@@ -28,5 +28,5 @@ class OnnxRuntime(Workflow[OnnxRuntimeOptions]):
         run, bound = runner(sess, inputs, module(*inputs), ctx.options.io_binding)
         return Prepared(run).fold(exported, opened, bound)
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[OnnxRuntimeOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[OnnxRuntimeOptions]) -> Prepared[LLMRunner]:
         return onnx_decoder.prepare(model, _providers(ctx), ctx)

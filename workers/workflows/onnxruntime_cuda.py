@@ -8,7 +8,7 @@ import torch
 from mlcbench.schema import Applied
 from mlcbench.schema.options import OnnxRuntimeOptions
 from mlcbench.workers.decode import onnx_decoder
-from mlcbench.workers.interface import LLMRunner, Prepared, Workflow, WorkflowContext
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 from mlcbench.workers.stacks.onnx_export import cuda_provider, export_synthetic, require_provider, runner, session
 
 
@@ -22,6 +22,6 @@ class OnnxRuntimeCUDA(Workflow[OnnxRuntimeOptions]):
         # the CUDA EP runs fp16 GEMMs with fp32 compute (cuBLAS 32F)
         return Prepared(run, Applied(accumulation="fp32")).fold(exported, opened, bound)
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[OnnxRuntimeOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[OnnxRuntimeOptions]) -> Prepared[LLMRunner]:
         require_provider("CUDAExecutionProvider")
         return onnx_decoder.prepare(model, [cuda_provider(ctx), "CPUExecutionProvider"], ctx)

@@ -3,7 +3,7 @@
 Engines are built at the first run, for an explicit shape profile (1 x 1 up to the job's batch x sequence), and
 cached in the env cache so a later job with the same model and shapes loads them instead of building."""
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -37,7 +37,7 @@ class OnnxRuntimeTensorRT(Workflow[OnnxRuntimeOptions]):
         fp16 = ctx.dtype == torch.float16
         engines = ctx.cache_dir / "trt_engines"
         engines.mkdir(parents=True, exist_ok=True)
-        trt_options = {
+        trt_options: dict[str, Any] = {
             "device_id": ctx.device.index or 0,
             "trt_fp16_enable": fp16,
             "trt_engine_cache_enable": True,

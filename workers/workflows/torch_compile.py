@@ -14,7 +14,7 @@ import torch
 from mlcbench.schema import Applied
 from mlcbench.schema.options import TorchCompileOptions
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.interface import LLMRunner, Prepared, Workflow, WorkflowContext
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 
 
 class TorchCompile(Workflow[TorchCompileOptions]):
@@ -24,7 +24,7 @@ class TorchCompile(Workflow[TorchCompileOptions]):
         return Prepared(torch.compile(module, mode=mode, dynamic=False),
                         Applied(backend="inductor", compile_mode=mode, dynamic_shapes=False))
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[TorchCompileOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[TorchCompileOptions]) -> Prepared[LLMRunner]:
         mode = ctx.options.compile_mode
         return Prepared(HFGenerateRunner(torch.compile(model, mode=mode)),
                         Applied(backend="inductor", compile_mode=mode, kv_cache="dynamic", dynamic_shapes=True,

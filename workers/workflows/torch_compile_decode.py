@@ -11,17 +11,16 @@ process loads the compiled step instead of tracing the model again."""
 from contextlib import contextmanager
 from typing import Iterator, TypeVar
 
-import torch
 
 from mlcbench.schema import Applied
 from mlcbench.schema.options import TorchCompileDecodeOptions
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner, pdl_unavailable
 from mlcbench.workers.decode.static_llama import Kernels, StaticLlama, Unfit
-from mlcbench.workers.interface import LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext
+from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
 
 # torch_compile_decode's options, or those of a workflow built on it (handtuned_decode's)
 DecodeOptionsT = TypeVar("DecodeOptionsT", bound=TorchCompileDecodeOptions)
-from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
 
 
 def eos_token_ids(model) -> list[int]:
@@ -37,7 +36,7 @@ class TorchCompileDecode(Workflow[DecodeOptionsT]):
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             yield caches
 
-    def kernels(self, model: torch.nn.Module, ctx: WorkflowContext[DecodeOptionsT]) -> Kernels:
+    def kernels(self, model: CausalLM, ctx: WorkflowContext[DecodeOptionsT]) -> Kernels:
         """The kernels injected into the step in place of Inductor's and cuBLAS's: none, the compiler's own."""
         return Kernels()
 
@@ -45,7 +44,7 @@ class TorchCompileDecode(Workflow[DecodeOptionsT]):
         """What the result records of the injected kernels: nothing, none is."""
         return Applied()
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[DecodeOptionsT]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[DecodeOptionsT]) -> Prepared[LLMRunner]:
         options = ctx.options
         fused, pdl, prefill_graph = options.fused_projections, options.pdl, options.prefill_graph
         # a cell named +PDL whose kernels are the base's would be a mislabelled measurement

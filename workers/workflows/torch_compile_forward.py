@@ -13,12 +13,11 @@ import functools
 from contextlib import contextmanager
 from typing import Iterator
 
-import torch
 
 from mlcbench.schema import Applied
 from mlcbench.schema.options import TorchCompileOptions
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.interface import LLMRunner, Prepared, Workflow, WorkflowContext
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 from mlcbench.workers.stacks.inductor_cache import (compile_for_warm_start, forget_installed_globals, job_shape,
                                                      warm_start_caches)
 
@@ -33,7 +32,7 @@ class TorchCompileForward(Workflow[TorchCompileOptions]):
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             yield caches
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[TorchCompileOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[TorchCompileOptions]) -> Prepared[LLMRunner]:
         mode = ctx.options.compile_mode
         forget_installed_globals(globals(), _IMPORTED)
         model.forward = functools.partial(compile_for_warm_start(_forward, mode=mode), model)

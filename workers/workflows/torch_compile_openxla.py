@@ -25,8 +25,8 @@ import torch
 from mlcbench.schema import Applied
 from mlcbench.schema.options import NoOptions
 from mlcbench.schema.results import Setting
-from mlcbench.workers.interface import (Fragment, Generation, LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext,
-                                        require)
+from mlcbench.workers.interface import (CausalLM, Fragment, Generation, LLMRunner, Prepared, Unsupported, Workflow,
+                                        WorkflowContext, require)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 CUDA_PLUGIN = "torch_xla_cuda_plugin"
@@ -113,7 +113,7 @@ class TorchCompileOpenXLA(Workflow[NoOptions]):
         compiled = torch.compile(module, backend="openxla", dynamic=False)
         return Prepared(lambda *_: compiled(*on_device), Applied(dynamic_shapes=False), xla.sync).fold(xla.fragment)
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
         xla = xla_device(ctx)
         model.to(xla.device)
         model.forward = torch.compile(model.forward, backend="openxla")

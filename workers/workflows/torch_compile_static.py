@@ -13,7 +13,6 @@ import functools
 from contextlib import contextmanager
 from typing import Iterator
 
-import torch
 from transformers import CompileConfig
 
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
@@ -21,7 +20,7 @@ from mlcbench.workers.stacks.inductor_cache import (compile_for_warm_start, forg
                                                      warm_start_caches)
 from mlcbench.schema import Applied
 from mlcbench.schema.options import TorchCompileStaticOptions
-from mlcbench.workers.interface import LLMRunner, Prepared, Workflow, WorkflowContext
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 
 
 def _forward(model, **inputs):
@@ -44,7 +43,7 @@ class TorchCompileStatic(Workflow[TorchCompileStaticOptions]):
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             yield caches
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[TorchCompileStaticOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[TorchCompileStaticOptions]) -> Prepared[LLMRunner]:
         mode = ctx.options.compile_mode
         config = CompileConfig(fullgraph=True, mode=mode)
         if ctx.device.type == "cpu":

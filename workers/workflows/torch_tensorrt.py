@@ -11,7 +11,7 @@ import torch
 
 from mlcbench.schema import Applied
 from mlcbench.schema.options import TensorrtOptions
-from mlcbench.workers.interface import LLMRunner, Prepared, Workflow, WorkflowContext, require
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 
@@ -30,7 +30,7 @@ class TorchTensorRT(Workflow[TensorrtOptions]):
                         Applied(backend="tensorrt", export="torch.export", dynamic_shapes=False),
                         notes={"saved_program": str(path)}).fold(configured)
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[TensorrtOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[TensorrtOptions]) -> Prepared[LLMRunner]:
         torch_tensorrt = require("torch_tensorrt")
         options, configured = compilation_settings(torch_tensorrt, ctx)
         job = ctx.job

@@ -16,7 +16,8 @@ import torch
 from mlcbench.schema import Applied
 from mlcbench.schema.options import NoOptions
 from mlcbench.schema.results import Setting
-from mlcbench.workers.interface import Generation, LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext, require
+from mlcbench.workers.interface import (CausalLM, Generation, LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext,
+                                        require)
 from mlcbench.workers.decode.greedy import GreedyRunner
 from mlcbench.workers.stacks.jax_traces import TRACES, ExportedForward, JaxCompileCounts, trace_key, trace_parts
 
@@ -42,11 +43,11 @@ def _named_tensor_overloads_tolerated(seen: list) -> Iterator[None]:
             seen.append(f"{self._qualified_op_name}.{key}")
             return ("missing overload", self._qualified_op_name, key)
 
-    packet.__getattr__ = lookup
+    packet.__getattr__ = lookup  # type: ignore[method-assign]
     try:
         yield
     finally:
-        packet.__getattr__ = original
+        packet.__getattr__ = original  # type: ignore[method-assign]
 
 
 def _load(ctx: WorkflowContext[NoOptions]):
@@ -85,7 +86,7 @@ class _TorchaxGreedy:
 
     def __init__(self, env, forward: Callable, eos_token_id: Optional[int], block: Callable):
         self.env = env
-        self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))
+        self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))  # type: ignore[attr-defined]
 
     def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None, forced_tokens=None):
         with self.env:
@@ -139,7 +140,7 @@ class Torchax(Workflow[NoOptions]):
         return Prepared(run, Applied(backend="torchax (jax.jit)", dynamic_shapes=False), jax.block_until_ready,
                         notes, cache_counter=self.counts)
 
-    def prepare_llm(self, model: torch.nn.Module, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
         torchax, env, jax, notes = _load(ctx)
         with env:
             begin = time.perf_counter()
