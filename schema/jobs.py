@@ -1,4 +1,5 @@
 import hashlib
+from copy import copy
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (AfterValidator, Field, SerializeAsAny, StrictInt, ValidationInfo, field_validator,
@@ -10,6 +11,8 @@ from mlcbench.schema.legacy import RETIRED_REPETITION, RetiredRepetition, hashed
 from mlcbench.schema.options import NoOptions, Options
 
 Precision = Literal["fp32", "fp16", "bf16"]
+# strict: a job or suite file's 1e3 or true is refused, not run as batch 1000 or 1
+BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
 
 
 def known_workflow(name: str) -> str:
@@ -54,14 +57,14 @@ class _CatalogModel(StrictModel):
 
 
 class JobSpec(StrictModel):
-    """One measurement: a model, run through one workflow, at one precision and batch size."""
+    """One measurement: a model, run through one workflow, at one precision and batch size. Its fields are the one
+    declaration of each setting's default and bounds, which suite entries and the command line read (setting)."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     model: str
     workflow: WorkflowName
     precision: Precision
-    # strict: a job file's 1e3 or true is refused, not run as batch 1000 or 1
-    batch_size: StrictInt = Field(ge=1, le=4096)
+    batch_size: BatchSize
     input_len: StrictInt = Field(default=32, ge=1, le=8192)
     output_len: StrictInt = Field(default=32, ge=1, le=8192)
     warmup: StrictInt = Field(default=3, ge=0, le=1000)
@@ -101,6 +104,11 @@ class JobSpec(StrictModel):
             return options
         row = WORKFLOWS.get(workflow)
         return row.read_options(given) if row is not None else NoOptions.model_validate(given)
+
+    @staticmethod
+    def setting(name: str) -> Any:
+        """A setting's field as JobSpec declares it (default, bounds, strictness), for a model that takes it too."""
+        return copy(JobSpec.model_fields[name])
 
     @property
     def info(self) -> ModelInfo:

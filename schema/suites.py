@@ -1,13 +1,11 @@
-from typing import Annotated, Literal, Optional, Union
+from typing import Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
 from mlcbench.schema.base import Name, StrictModel
 from mlcbench.schema.catalog import MODELS, WORKFLOWS, ModelInfo
-from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName
+from mlcbench.schema.jobs import BatchSize, JobSpec, Precision, Repetition, WorkflowName
 
-# strict: a suite file's 1e3 or true is refused, not run as batch 1000 or 1
-BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
 # an option's value as a suite file or command line gives it; its workflow's options class checks it
 OptionValue = Union[bool, int, float, str, None]
 SyntheticArchitecture = Literal["matmul", "matmul-relu", "ffn", "ffn-multilayer"]
@@ -53,12 +51,13 @@ class SuiteEntry(StrictModel):
     workflows: list[WorkflowName] = Field(min_length=1)
     batch_sizes: list[BatchSize] = Field(min_length=1)
     precision: Optional[Precision] = None
-    input_len: int = Field(default=32, ge=1, le=8192)
-    output_len: int = Field(default=32, ge=1, le=8192)
-    warmup: int = Field(default=3, ge=0, le=1000)
-    repeats: int = Field(default=10, ge=1, le=10000)
-    repetition: Repetition = Repetition()
-    timeout_s: float = Field(default=1200.0, gt=0, le=86400)
+    # each as a job declares it
+    input_len: int = JobSpec.setting("input_len")
+    output_len: int = JobSpec.setting("output_len")
+    warmup: int = JobSpec.setting("warmup")
+    repeats: int = JobSpec.setting("repeats")
+    repetition: Repetition = JobSpec.setting("repetition")
+    timeout_s: float = JobSpec.setting("timeout_s")
     # the options every workflow of the entry reads, by name: each given counts (WorkflowInfo.read_options)
     options: dict[str, OptionValue] = {}
 

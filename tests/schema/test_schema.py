@@ -91,3 +91,29 @@ def test_suite_expands_the_grid_at_each_models_default_precision():
     assert len(jobs) == 8
     assert {j.precision for j in jobs if j.model == "ffn-tinyllama"} == {"bf16"}
     assert {j.precision for j in jobs if j.model == "ffn-llama2"} == {"fp16"}
+
+
+@pytest.mark.parametrize("setting, refused", [("input_len", 8193), ("output_len", 0), ("warmup", -1),
+                                              ("repeats", 10001), ("timeout_s", 0), ("input_len", True)])
+def test_a_suite_entry_takes_each_setting_with_the_jobs_default_and_refuses_what_a_job_refuses(setting, refused):
+    entry = SuiteEntry(models=["ffn-small"], workflows=["eager"], batch_sizes=[4])
+    [expanded] = Suite(name="s", description="d", entries=[entry]).expand("cpu")
+    assert getattr(expanded, setting) == getattr(job(), setting) == getattr(entry, setting)
+    messages = []
+    for model, fields in ((JobSpec, {"model": "ffn-small", "workflow": "eager", "precision": "fp32", "batch_size": 4}),
+                          (SuiteEntry, {"models": ["ffn-small"], "workflows": ["eager"], "batch_sizes": [4]})):
+        with pytest.raises(ValidationError) as error:
+            model.model_validate({**fields, setting: refused})
+        messages.append([problem["msg"] for problem in error.value.errors()])
+    assert messages[0] == messages[1]
+
+
+def test_the_command_lines_help_gives_the_jobs_default_lengths():
+    import typer
+
+    from mlcbench.orchestrator.cli import app
+
+    sweep = typer.main.get_command(app).commands["sweep"]  # type: ignore[attr-defined]
+    helps = {param.name: param.help for param in sweep.params}
+    for name in ("input_len", "output_len"):
+        assert helps[name].endswith(f"(default {JobSpec.model_fields[name].default})"), helps[name]
