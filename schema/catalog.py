@@ -5,7 +5,7 @@ from typing import Any, Literal, Mapping, Optional, get_args
 
 from pydantic import Field, ValidationError
 
-from mlcbench.schema.base import StrictModel
+from mlcbench.schema.base import StrictModel, invalid
 from mlcbench.schema.families import FAMILIES
 from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, Options, TensorrtOptions,
                                      TorchCompileDecodeOptions, TorchCompileOptions, TorchCompileStaticOptions)
@@ -313,15 +313,15 @@ class WorkflowInfo(StrictModel):
         if unread:
             readers = sorted(name for name, info in WORKFLOWS.items() if unread[0] in info.options.model_fields)
             who = f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it" if readers else ""
-            raise ValueError(f"options.{unread[0]}: {self.name} does not read it (its options: "
+            raise invalid(f"options.{unread[0]}: {self.name} does not read it (its options: "
                              f"{', '.join(self.options.model_fields) or 'none'}{who})")
         try:
             options = self.options.model_validate(dict(given))
         except ValidationError as error:
-            raise ValueError("; ".join(f"options.{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
+            raise invalid("; ".join(f"options.{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
                                        for problem in error.errors())) from None
         if self.builds_on and not any(getattr(options, own) for own in self.own_options()):
-            raise ValueError(f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: "
+            raise invalid(f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: "
                              f"set one")
         return options
 

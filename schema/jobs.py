@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import (AfterValidator, Field, SerializeAsAny, StrictInt, ValidationInfo, field_validator,
                       model_validator)
 
-from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
+from mlcbench.schema.base import SCHEMA_VERSION, StrictModel, invalid
 from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS, ModelInfo
 from mlcbench.schema.legacy import RETIRED_REPETITION, RetiredRepetition, hashed_json
 from mlcbench.schema.options import NoOptions, Options
@@ -16,9 +16,10 @@ BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
 
 
 def known_workflow(name: str) -> str:
-    """The name, where it is a workflow of the catalog (or a fault workflow of the tests); else a ValueError."""
+    """The name, where it is a workflow of the catalog (or a fault workflow of the tests); else an error naming the
+    known ones."""
     if name not in WORKFLOWS and name not in FAULT_WORKFLOWS:
-        raise ValueError(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
+        raise invalid(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
     return name
 
 
@@ -41,7 +42,7 @@ class Repetition(StrictModel):
         if isinstance(data, dict):
             for name, replacement in RETIRED_REPETITION.items():
                 if name in data:
-                    raise ValueError(f"{name}: {replacement}")
+                    raise invalid(f"{name}: {replacement}")
         return data
 
 
@@ -52,7 +53,7 @@ class _CatalogModel(StrictModel):
     @classmethod
     def _known(cls, name: str) -> str:
         if name not in MODELS:
-            raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
+            raise invalid(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
         return name
 
 

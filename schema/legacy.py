@@ -3,8 +3,9 @@ through stored_job into today's JobSpec, and every job is hashed through hashed_
 that a job id (and a cell's settings) written by any version stays what it was.
 
 The earlier shapes: every job carried one record of every workflow's options (their union, each unread one at its
-default, and an option left at the workflow's default as None); handtuned_decode's jobs were torch_compile_decode's with a kernel option set; a repetition carried
-max_processes and max_s, the bounds of an adaptive rule no sweep follows any more."""
+default, and an option left at the workflow's default as None); handtuned_decode's jobs were torch_compile_decode's
+with a kernel option set; a repetition carried max_processes and max_s, the bounds of an adaptive rule no sweep
+follows any more."""
 
 from typing import Any
 
@@ -66,7 +67,7 @@ def stored_job(data: Any) -> Any:
 
 
 def _left_out(name: str, value: Any) -> bool:
-    """A stored option at what the first stores wrote for it unset (the union record's options, None for a later one)."""
+    """A stored option at what the first stores wrote for it unset (None for an option added later)."""
     return value == _STORED_UNSET.get(name) and (name in _STORED_UNSET or name in LATER_OPTIONS)
 
 

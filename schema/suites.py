@@ -2,7 +2,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from mlcbench.schema.base import Name, StrictModel
+from mlcbench.schema.base import Name, StrictModel, invalid
 from mlcbench.schema.catalog import MODELS, WORKFLOWS, ModelInfo
 from mlcbench.schema.jobs import BatchSize, JobSpec, Precision, Repetition, WorkflowName
 
@@ -28,12 +28,12 @@ class ModelDefinition(StrictModel):
         synthetic = (self.architecture, self.hidden_size, self.intermediate_size, self.depth)
         if self.config is not None:
             if any(value is not None for value in synthetic):
-                raise ValueError("give either config (an LLM) or architecture and dims (a synthetic model), not both")
+                raise invalid("give either config (an LLM) or architecture and dims (a synthetic model), not both")
         elif self.architecture is None or self.hidden_size is None or self.intermediate_size is None:
-            raise ValueError("give config (a Hugging Face config folder or cached model id) or architecture, "
+            raise invalid("give config (a Hugging Face config folder or cached model id) or architecture, "
                              "hidden_size and intermediate_size (a synthetic model)")
         elif self.depth is not None and self.architecture != "ffn-multilayer":
-            raise ValueError(f"depth is for ffn-multilayer, not {self.architecture}")
+            raise invalid(f"depth is for ffn-multilayer, not {self.architecture}")
         return self
 
     def synthetic_info(self) -> ModelInfo:
@@ -85,11 +85,11 @@ class Suite(StrictModel):
     def _known_models(self) -> "Suite":
         for name in self.models:
             if name in MODELS:
-                raise ValueError(f"models.{name}: {name!r} is a catalog model; give the suite's own model another name")
+                raise invalid(f"models.{name}: {name!r} is a catalog model; give the suite's own model another name")
         for index, entry in enumerate(self.entries):
             for model in entry.models:
                 if model not in MODELS and model not in self.models:
-                    raise ValueError(f"entries[{index}].models: unknown model {model!r}; neither the catalog's "
+                    raise invalid(f"entries[{index}].models: unknown model {model!r}; neither the catalog's "
                                      f"({', '.join(sorted(MODELS))}) nor one of the suite's [models]")
         return self
 
