@@ -73,8 +73,9 @@ def _left_out(name: str, value: Any) -> bool:
 
 def hashed_json(job: dict[str, Any], exclude: set[str]) -> str:
     """The JSON a job's hashes read, from the job as JobSpec dumps it (mode="json"): in the first stores' shape (its
-    options as the union record, less the options added later while they are unset; its repetition with the retired
-    knobs; a workflow built on another under that one's name), less the timeout (a limit, not a setting), a catalog
+    options as the union record, each at its default as the first stores wrote it unset, less the options added later
+    while they are at their default; its repetition with the retired knobs; a workflow built on another under that
+    one's name), less the timeout (a limit, not a setting), a catalog
     model's model_info and `exclude`."""
     data = dict(job)
     info = WORKFLOWS.get(data["workflow"])

@@ -281,8 +281,9 @@ def test_a_model_id_is_read_from_the_local_hugging_face_cache_only(mlcbench, tmp
     (cache / "models--someone--qwen2-tiny" / "refs").mkdir()
     (cache / "models--someone--qwen2-tiny" / "refs" / "main").write_text("0123abc")
     offline = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    done = mlcbench("sweep", "--model", "someone/qwen2-tiny", "--workflow", "eager", "--output-len", "2",
-                    "--db", f"sqlite:///{tmp_path / 'cached.db'}", env=offline)
+    # one process of the cell: what is read from where is the question, not the cell's interval
+    done = mlcbench("sweep", "--model", "someone/qwen2-tiny", "--workflow", "eager", "--output-len", "2", "--rounds",
+                    "1", "--db", f"sqlite:///{tmp_path / 'cached.db'}", env=offline)
     assert done.returncode == 0, done.stdout + done.stderr
     [(model, status)] = sqlite3.connect(tmp_path / "cached.db").execute("select model, status from results").fetchall()
     assert (model, status) == ("someone--qwen2-tiny", "ok")
