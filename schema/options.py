@@ -15,6 +15,9 @@ CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotun
 class Options(StrictModel):
     """The base of every workflow's options; each is recorded with the result."""
 
+    # the options that run on a CUDA GPU only: a job on a CPU that turns one on is refused before any worker starts
+    GPU_ONLY: ClassVar[tuple[str, ...]] = ()
+
     def non_default(self) -> str:
         """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
         return ", ".join(f"{name}={value}" for name, value in self.model_dump(exclude_defaults=True).items())
@@ -59,6 +62,7 @@ class TorchCompileDecodeOptions(Options):
 
     # the ablation's rungs, in the order it adds them (WorkflowInfo.techniques); a new technique goes at the end
     TECHNIQUES: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "prefill_graph")
+    GPU_ONLY: ClassVar[tuple[str, ...]] = ("pdl", "prefill_graph")
 
     def mode_on(self, device_type: str) -> CompileMode:
         """The compile mode on this device: CUDA graphs on a GPU, which a CPU has none of."""
@@ -78,6 +82,7 @@ class HandtunedDecodeOptions(TorchCompileDecodeOptions):
     triton_gemm: bool = False
 
     KERNELS: ClassVar[tuple[str, ...]] = ("triton_gemv", "triton_attention", "triton_gemm")
+    GPU_ONLY: ClassVar[tuple[str, ...]] = (*TorchCompileDecodeOptions.GPU_ONLY, *KERNELS)
     # its ablation climbs from the compiled step with its stock techniques through the kernels
     TECHNIQUES: ClassVar[tuple[str, ...]] = KERNELS
 

@@ -29,6 +29,16 @@ EnergyMethod = Literal["nvml_energy_counter_timed_window"]
 ENERGY_METHOD: EnergyMethod = "nvml_energy_counter_timed_window"
 
 
+class TimedWindow(StrictModel):
+    """The wall-clock edges of a process's exclusive window on its GPU: from the moment it held the GPU alone (its
+    neighbours stopped, their queued work drained) through its warm-up, timed calls and the figures after them."""
+
+    opened_at: datetime
+    closed_at: datetime
+    waited_s: float = Field(ge=0, description="waiting for the gate: another process's window was open")
+    neighbours_stopped: int = Field(ge=0, description="other processes on the GPU stopped while this one timed")
+
+
 class EnergyWindow(StrictModel):
     """The GPU's energy over one process's timed calls: NVML's energy counter read at the edges of the window they are
     timed in (after the warm-up's sync, after the last call's), with the GPU's temperature at both edges. No figure
@@ -162,6 +172,8 @@ class ProcessTiming(StrictModel):
     """The timed calls of a cell in one worker process, in milliseconds, in call order."""
 
     samples_ms: list[float] = Field(min_length=1)
+    # how many calls were timed: more than samples_ms holds where it keeps every k-th of many (a minimum window)
+    timed_calls: Optional[int] = None
     sweep_id: Optional[str] = Field(None, description="the sweep that ran this process (a resumed cell holds "
                                                       "processes of several)")
     round: int = Field(default=0, description="the sweep's round that ran this process")
@@ -197,6 +209,11 @@ class ProcessTiming(StrictModel):
     # compiler caches stay with it, so a cell's first process on another machine compiles again
     host: Optional[str] = None
     gpu_uuid: Optional[str] = None
+    # where processes share a GPU (--overlap): this one's exclusive window, and the seconds of its life (and of its
+    # compile, already taken out of compile_s) that it stood stopped while a neighbour timed
+    window: Optional[TimedWindow] = None
+    stopped_s: Optional[float] = None
+    compile_stopped_s: Optional[float] = None
 
 
 class Timing(StrictModel):

@@ -24,6 +24,9 @@ POWER_CHECK_ENV = "MLCBENCH_POWER_CHECK"
 PERIOD_CHANGES = 5  # intervals between the counter's changes; the period is the longest
 PERIOD_TIMEOUT_S = 3.0
 POWER_SAMPLE_S = 0.01
+# a GPU's timed window lasts at least this long, and this margin over the counter's shortest usable window
+MIN_WINDOW_S = 2.0
+WINDOW_MARGIN = 1.1
 PERIOD_FOLDER = "nvml_energy"  # below the worker's cache folder: each GPU's calibrated update period
 
 
@@ -120,6 +123,13 @@ class EnergyMeter:
         self._reason = reason
         self._sampler: Optional[_PowerSampler] = None
         self.window = EnergyWindow(calls=calls, update_period_s=update_period_s, reason=reason)
+
+    @property
+    def min_window_s(self) -> float:
+        """How long the timed calls must last for a figure (0 on a CPU: no counter to wait for)."""
+        if self._device_uuid is None:
+            return 0.0
+        return max(MIN_WINDOW_S, WINDOW_MARGIN * (self._period or 0.0) / MAX_PERIOD_SHARE)
 
     def start(self) -> None:
         if self._reason is not None:
