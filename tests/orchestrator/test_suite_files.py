@@ -131,10 +131,18 @@ BAD_SUITES = {
 }
 
 
+def _swept_here(monkeypatch, tmp_path, *args: str):
+    """`mlcbench sweep ARGS` in this process, in tmp_path with its default store there: for input refused before
+    anything runs (tests/orchestrator/test_exit_codes.py runs the CLI as its own process)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLCBENCH_DB", "sqlite:///results/mlcbench.db")
+    return CliRunner().invoke(app, ["sweep", *args])
+
+
 @pytest.mark.parametrize("make, message", BAD_SUITES.values(), ids=BAD_SUITES.keys())
-def test_a_bad_suite_file_is_one_error_line_exit_2_and_nothing_stored(mlcbench, tmp_path, make, message):
-    done = mlcbench("sweep", "--suite", make(tmp_path))
-    assert done.returncode == 2, done.stdout + done.stderr
+def test_a_bad_suite_file_is_one_error_line_exit_2_and_nothing_stored(monkeypatch, tmp_path, make, message):
+    done = _swept_here(monkeypatch, tmp_path, "--suite", make(tmp_path))
+    assert done.exit_code == 2, done.output
     parts = (message,) if isinstance(message, str) else message
     assert done.stderr.startswith("error: ") and all(part in done.stderr for part in parts), done.stderr
     assert done.stderr.strip().count("\n") == 0
@@ -163,9 +171,9 @@ def test_suites_show_prints_a_suite_file_and_names_its_problems(tmp_path):
      "--checkpoint tinyllama-1.1b=/tmp: not a model of this sweep"),
     (["--suite", "smoke", "--checkpoint", "llama-2layer=/a", "--checkpoint", "llama-2layer=/b"], "given twice"),
 ])
-def test_bad_grid_and_checkpoint_options_are_exit_2(mlcbench, tmp_path, args, message):
-    done = mlcbench("sweep", *args)
-    assert done.returncode == 2, done.stdout + done.stderr
+def test_bad_grid_and_checkpoint_options_are_exit_2(monkeypatch, tmp_path, args, message):
+    done = _swept_here(monkeypatch, tmp_path, *args)
+    assert done.exit_code == 2, done.output
     assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert not (tmp_path / "results").exists()
