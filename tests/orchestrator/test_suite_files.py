@@ -179,18 +179,20 @@ def test_bad_grid_and_checkpoint_options_are_exit_2(monkeypatch, tmp_path, args,
     assert not (tmp_path / "results").exists()
 
 
-def test_a_checkpoint_of_another_shape_is_refused_naming_each_difference(mlcbench, tmp_path):
+def test_a_checkpoint_of_another_shape_is_refused_naming_each_difference(monkeypatch, tmp_path):
     folder = _config_folder(tmp_path)  # llama3-tiny's config: not llama-2layer's dims
-    done = mlcbench("sweep", "--suite", "smoke", "--model", "llama-2layer", "--checkpoint", f"llama-2layer={folder}")
-    assert done.returncode == 2, done.stdout + done.stderr
+    done = _swept_here(monkeypatch, tmp_path, "--suite", "smoke", "--model", "llama-2layer", "--checkpoint",
+                       f"llama-2layer={folder}")
+    assert done.exit_code == 2, done.output
     assert "hidden_size 64 (not 256)" in done.stderr and "tie_word_embeddings True (not False)" in done.stderr
     assert f"--model {folder}" in done.stderr  # how to run it as a model of its own
     gpt2 = tmp_path / "gpt2"
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 8,
                                                   "vocab_size": 32000}))
-    done = mlcbench("sweep", "--suite", "smoke", "--model", "llama-2layer", "--checkpoint", f"llama-2layer={gpt2}")
-    assert done.returncode == 2 and "model_type 'gpt2' (not 'llama')" in done.stderr, done.stderr
+    done = _swept_here(monkeypatch, tmp_path, "--suite", "smoke", "--model", "llama-2layer", "--checkpoint",
+                       f"llama-2layer={gpt2}")
+    assert done.exit_code == 2 and "model_type 'gpt2' (not 'llama')" in done.stderr, done.stderr
     assert not (tmp_path / "results").exists()
 
 
