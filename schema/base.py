@@ -32,7 +32,7 @@ def _safe_name(name: str) -> str:
     unsafe = sorted({char for char in name if not char.isprintable() or char in NAME_FORBIDDEN})
     if unsafe:
         raise invalid(f"{name!r} holds {', '.join(map(repr, unsafe))}: a name becomes a folder, a value in the "
-                         f"store and terminal text (letters, digits and . _ + - are safe)")
+                      f"store and terminal text (letters, digits and . _ + - are safe)")
     return name
 
 

@@ -259,15 +259,15 @@ class WorkflowInfo(StrictModel):
             readers = sorted(name for name, info in WORKFLOWS.items() if unread[0] in info.options.model_fields)
             who = f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it" if readers else ""
             raise invalid(f"options.{unread[0]}: {self.name} does not read it (its options: "
-                             f"{', '.join(self.options.model_fields) or 'none'}{who})")
+                          f"{', '.join(self.options.model_fields) or 'none'}{who})")
         try:
             options = self.options.model_validate(dict(given))
         except ValidationError as error:
             raise invalid("; ".join(f"options.{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
-                                       for problem in error.errors())) from None
+                                    for problem in error.errors())) from None
         if self.builds_on and not any(getattr(options, own) for own in self.own_options()):
             raise invalid(f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: "
-                             f"set one")
+                          f"set one")
         return options
 
     def typical_compile(self, kind: ModelKind) -> Optional[TypicalCompile]:

@@ -51,7 +51,7 @@ class EnvSpec(StrictModel):
         unknown = [name for name in workflows if name != "*" and name not in WORKFLOWS]
         if unknown:
             raise invalid(f"{', '.join(map(repr, unknown))} not in the catalog's workflows "
-                             f"(schema/catalog.py): {', '.join(WORKFLOWS)}")
+                          f"(schema/catalog.py): {', '.join(WORKFLOWS)}")
         return workflows
 
     def with_profile(self, name: str) -> "EnvSpec":

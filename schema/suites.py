@@ -31,7 +31,7 @@ class ModelDefinition(StrictModel):
                 raise invalid("give either config (an LLM) or architecture and dims (a synthetic model), not both")
         elif self.architecture is None or self.hidden_size is None or self.intermediate_size is None:
             raise invalid("give config (a Hugging Face config folder or cached model id) or architecture, "
-                             "hidden_size and intermediate_size (a synthetic model)")
+                          "hidden_size and intermediate_size (a synthetic model)")
         elif self.depth is not None and self.architecture != "ffn-multilayer":
             raise invalid(f"depth is for ffn-multilayer, not {self.architecture}")
         return self
@@ -90,7 +90,7 @@ class Suite(StrictModel):
             for model in entry.models:
                 if model not in MODELS and model not in self.models:
                     raise invalid(f"entries[{index}].models: unknown model {model!r}; neither the catalog's "
-                                     f"({', '.join(sorted(MODELS))}) nor one of the suite's [models]")
+                                  f"({', '.join(sorted(MODELS))}) nor one of the suite's [models]")
         return self
 
     def expand(self, device: str) -> list[JobSpec]:
