@@ -42,16 +42,20 @@ class TimedWindow(StrictModel):
 class EnergyWindow(StrictModel):
     """The GPU's energy over one process's timed calls: NVML's energy counter read at the edges of the window they are
     timed in (after the warm-up's sync, after the last call's), with the GPU's temperature at both edges. No figure
-    (joules None) where there is no counter, it went backwards, or the window is too short for its update period:
-    `reason` says which."""
+    (joules None) where there is no counter, it went backwards or did not move, the window is too short for its update
+    period, or the mean power is above the GPU's power limit x 1.1: `reason` says which."""
 
     method: EnergyMethod = ENERGY_METHOD
     joules: Optional[float] = Field(None, description="the counter's rise over the window")
     window_s: Optional[float] = Field(None, description="host seconds between the two readings")
     calls: int = Field(ge=1, description="timed calls in the window")
     update_period_s: Optional[float] = Field(
-        None, description="the counter's update period on this GPU (measured with the calibration) the window was "
-                          "judged by: a figure needs it to be at most 5 % of the window")
+        None, description="the counter's update period on this GPU the window was judged by (the longer of the "
+                          "calibration's and this process's re-check): a figure needs it to be at most 5 % of the window")
+    rechecked_period_s: Optional[float] = Field(
+        None, description="the update period this process measured again after its window")
+    power_limit_w: Optional[float] = Field(
+        None, description="the GPU's enforced power limit: a mean power above 1.1 x it gives no figure")
     temperature_start_c: Optional[int] = None
     temperature_end_c: Optional[int] = None
     # the check of the counter (MLCBENCH_POWER_CHECK): nvmlDeviceGetPowerUsage sampled through the same window,
@@ -142,7 +146,8 @@ class CellEnergy(StrictModel):
     sampled_ratio: Optional[Estimate] = Field(
         None, description="nvmlDeviceGetPowerUsage sampled over the same window, integrated, / the counter's joules "
                           "(MLCBENCH_POWER_CHECK)")
-    reason: Optional[str] = Field(None, description="why no process gave a figure (the first process's reason)")
+    reason: Optional[str] = Field(None, description="why no process gave a figure (the first reason a process gave); "
+                                                    "set whenever no process did")
 
 
 class CacheCounts(StrictModel):
