@@ -7,7 +7,7 @@ SUITE ?=
 DB ?= sqlite:///results/mlcbench.db
 BIN := $(VENV)/bin
 
-.PHONY: sweep test lint results clean-venv
+.PHONY: sweep test lint typecheck results clean-venv
 
 $(BIN)/mlcbench: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ test: $(BIN)/mlcbench
 # ruff alone (make test runs it too, as tests/test_lint.py)
 lint: $(BIN)/mlcbench
 	$(BIN)/ruff check .
+
+# mypy over the parts every image imports, read under the import names setuptools maps them to (mlcbench.schema ...)
+typecheck: $(BIN)/mlcbench
+	rm -rf build/typecheck && mkdir -p build/typecheck/mlcbench
+	ln -s ../../../schema ../../../workers build/typecheck/mlcbench/
+	MYPYPATH=build/typecheck $(BIN)/python -m mypy -p mlcbench.schema -p mlcbench.workers
 
 clean-venv:
 	rm -rf $(VENV)

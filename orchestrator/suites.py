@@ -100,8 +100,7 @@ def every_error(error: ValidationError) -> str:
     for problem in error.errors():
         where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" if part.isidentifier() or part == "[key]"
                         else f"[{part!r}]" for part in problem["loc"]).lstrip(".")
-        message = problem["msg"].removeprefix("Value error, ")
-        problems.append(f"{where}: {message}" if where else message)
+        problems.append(f"{where}: {problem['msg']}" if where else problem["msg"])
     return "; ".join(problems)
 
 

@@ -5,9 +5,9 @@ from typing import Any, Literal, Mapping, Optional, get_args
 
 from pydantic import Field, ValidationError
 
-from mlcbench.schema.base import StrictModel
+from mlcbench.schema.base import StrictModel, invalid
 from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, Options, TensorrtOptions,
-                                     TorchCompileDecodeOptions, TorchCompileOptions)
+                                     TorchCompileDecodeOptions, TorchCompileOptions, TorchCompileStaticOptions)
 
 ModelKind = Literal["synthetic", "llm"]
 
@@ -258,16 +258,16 @@ class WorkflowInfo(StrictModel):
         if unread:
             readers = sorted(name for name, info in WORKFLOWS.items() if unread[0] in info.options.model_fields)
             who = f"; {', '.join(readers)} read{'s' if len(readers) == 1 else ''} it" if readers else ""
-            raise ValueError(f"options.{unread[0]}: {self.name} does not read it (its options: "
-                             f"{', '.join(self.options.model_fields) or 'none'}{who})")
+            raise invalid(f"options.{unread[0]}: {self.name} does not read it (its options: "
+                          f"{', '.join(self.options.model_fields) or 'none'}{who})")
         try:
             options = self.options.model_validate(dict(given))
         except ValidationError as error:
-            raise ValueError("; ".join(f"options.{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
-                                       for problem in error.errors())) from None
+            raise invalid("; ".join(f"options.{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
+                                    for problem in error.errors())) from None
         if self.builds_on and not any(getattr(options, own) for own in self.own_options()):
-            raise ValueError(f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: "
-                             f"set one")
+            raise invalid(f"{self.name} with none of {', '.join(self.own_options())} on is {self.builds_on}: "
+                          f"set one")
         return options
 
     def typical_compile(self, kind: ModelKind) -> Optional[TypicalCompile]:
@@ -319,7 +319,7 @@ WORKFLOWS: dict[str, WorkflowInfo] = {info.name: info for info in (
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: the forward compiled (inductor), default dynamic cache"),
     WorkflowInfo(name="torch_compile_static", compile_cost=_compiles(30),
-                 dynamo=True, options=TorchCompileOptions, **_INDUCTOR,
+                 dynamo=True, options=TorchCompileStaticOptions, **_INDUCTOR,
                  why_not={"synthetic": _LLMS_ONLY},
                  description="LLMs: static KV cache + compiled forward (Hugging Face's recipe)"),
     WorkflowInfo(name="torch_compile_decode", compile_cost=_compiles(115, 4),

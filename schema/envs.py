@@ -2,7 +2,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from mlcbench.schema.base import StrictModel
+from mlcbench.schema.base import StrictModel, invalid
 from mlcbench.schema.catalog import WORKFLOWS
 
 
@@ -50,8 +50,8 @@ class EnvSpec(StrictModel):
     def _workflows_of_the_catalog(cls, workflows: list[str]) -> list[str]:
         unknown = [name for name in workflows if name != "*" and name not in WORKFLOWS]
         if unknown:
-            raise ValueError(f"{', '.join(map(repr, unknown))} not in the catalog's workflows "
-                             f"(schema/catalog.py): {', '.join(WORKFLOWS)}")
+            raise invalid(f"{', '.join(map(repr, unknown))} not in the catalog's workflows "
+                          f"(schema/catalog.py): {', '.join(WORKFLOWS)}")
         return workflows
 
     def with_profile(self, name: str) -> "EnvSpec":

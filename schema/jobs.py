@@ -1,21 +1,25 @@
 import hashlib
+from copy import copy
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (AfterValidator, Field, SerializeAsAny, StrictInt, ValidationInfo, field_validator,
                       model_validator)
 
-from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
+from mlcbench.schema.base import SCHEMA_VERSION, StrictModel, invalid
 from mlcbench.schema.catalog import FAULT_WORKFLOWS, MODELS, WORKFLOWS, ModelInfo
 from mlcbench.schema.legacy import RETIRED_REPETITION, RetiredRepetition, hashed_json
 from mlcbench.schema.options import NoOptions, Options
 
 Precision = Literal["fp32", "fp16", "bf16"]
+# strict: a job or suite file's 1e3 or true is refused, not run as batch 1000 or 1
+BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
 
 
 def known_workflow(name: str) -> str:
-    """The name, where it is a workflow of the catalog (or a fault workflow of the tests); else a ValueError."""
+    """The name, where it is a workflow of the catalog (or a fault workflow of the tests); else an error naming the
+    known ones."""
     if name not in WORKFLOWS and name not in FAULT_WORKFLOWS:
-        raise ValueError(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
+        raise invalid(f"unknown workflow {name!r}; known: {', '.join(WORKFLOWS)}")
     return name
 
 
@@ -38,7 +42,7 @@ class Repetition(StrictModel):
         if isinstance(data, dict):
             for name, replacement in RETIRED_REPETITION.items():
                 if name in data:
-                    raise ValueError(f"{name}: {replacement}")
+                    raise invalid(f"{name}: {replacement}")
         return data
 
 
@@ -49,19 +53,19 @@ class _CatalogModel(StrictModel):
     @classmethod
     def _known(cls, name: str) -> str:
         if name not in MODELS:
-            raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
+            raise invalid(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
         return name
 
 
 class JobSpec(StrictModel):
-    """One measurement: a model, run through one workflow, at one precision and batch size."""
+    """One measurement: a model, run through one workflow, at one precision and batch size. Its fields are the one
+    declaration of each setting's default and bounds, which suite entries and the command line read (setting)."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     model: str
     workflow: WorkflowName
     precision: Precision
-    # strict: a job file's 1e3 or true is refused, not run as batch 1000 or 1
-    batch_size: StrictInt = Field(ge=1, le=4096)
+    batch_size: BatchSize
     input_len: StrictInt = Field(default=32, ge=1, le=8192)
     output_len: StrictInt = Field(default=32, ge=1, le=8192)
     warmup: StrictInt = Field(default=3, ge=0, le=1000)
@@ -101,6 +105,11 @@ class JobSpec(StrictModel):
             return options
         row = WORKFLOWS.get(workflow)
         return row.read_options(given) if row is not None else NoOptions.model_validate(given)
+
+    @staticmethod
+    def setting(name: str) -> Any:
+        """A setting's field as JobSpec declares it (default, bounds, strictness), for a model that takes it too."""
+        return copy(JobSpec.model_fields[name])
 
     @property
     def info(self) -> ModelInfo:

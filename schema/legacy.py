@@ -3,8 +3,9 @@ through stored_job into today's JobSpec, and every job is hashed through hashed_
 that a job id (and a cell's settings) written by any version stays what it was.
 
 The earlier shapes: every job carried one record of every workflow's options (their union, each unread one at its
-default); handtuned_decode's jobs were torch_compile_decode's with a kernel option set; a repetition carried
-max_processes and max_s, the bounds of an adaptive rule no sweep follows any more."""
+default, and an option left at the workflow's default as None); handtuned_decode's jobs were torch_compile_decode's
+with a kernel option set; a repetition carried max_processes and max_s, the bounds of an adaptive rule no sweep
+follows any more."""
 
 from typing import Any
 
@@ -12,28 +13,14 @@ from pydantic import Field, TypeAdapter
 
 from mlcbench.schema.base import StrictModel
 from mlcbench.schema.catalog import WORKFLOWS
-from mlcbench.schema.options import OPTION_CLASSES
 
-# The options the first stores hashed into every job id, set or not
-_ALWAYS_HASHED = ("compile_mode", "io_binding", "min_block_size", "fp32_accumulation")
-# The order job ids hash the later options in, as they were added; an option added since goes after them, and into
-# the hash only while set
-_HASH_ORDER = (*_ALWAYS_HASHED, "fused_projections", "pdl", "triton_gemv", "triton_attention", "prefill_graph",
-               "triton_gemm")
-
-
-def _union_defaults() -> dict[str, Any]:
-    defaults: dict[str, Any] = {}
-    for options in OPTION_CLASSES:
-        for name, field in options.model_fields.items():
-            defaults.setdefault(name, field.default)
-    return {name: defaults[name] for name in (*_HASH_ORDER, *(name for name in defaults if name not in _HASH_ORDER))}
-
-
-# each option's value in the union record where the job's workflow does not read it
-_UNION_DEFAULTS = _union_defaults()
-# the options added after the first stores: hashed only while set, so that unset they keep every older job id
-LATER_OPTIONS = tuple(name for name in _UNION_DEFAULTS if name not in _ALWAYS_HASHED)
+# Each option as the first stores wrote it where a job left it out (None: the workflow's own default, which today's
+# options classes give): a job with an option at today's default hashes as these, so it keeps the id it had unset
+_STORED_UNSET: dict[str, Any] = {"compile_mode": None, "io_binding": True, "min_block_size": None,
+                                 "fp32_accumulation": None}
+# The order job ids hash the later options in, as they were added: hashed only while set away from their default, so
+# that unset they keep every older job id; an option added since goes after them
+LATER_OPTIONS = ("fused_projections", "pdl", "triton_gemv", "triton_attention", "prefill_graph", "triton_gemm")
 # pydantic's JSON, as a model's own dump writes it
 _AS_JSON = TypeAdapter(dict[str, Any])
 # what a repetition's retired knobs were when a job did not set them
@@ -67,9 +54,7 @@ def stored_job(data: Any) -> Any:
         for name, info in WORKFLOWS.items():
             if info.builds_on == data.get("workflow") and any(options.get(own) for own in info.own_options()):
                 data["workflow"] = name
-        read = WORKFLOWS[data["workflow"]].options.model_fields if data.get("workflow") in WORKFLOWS else {}
-        data["options"] = {name: value for name, value in options.items()
-                           if name in read or name not in _UNION_DEFAULTS or value != _UNION_DEFAULTS[name]}
+        data["options"] = {name: value for name, value in options.items() if not _left_out(name, value)}
     repetition = data.get("repetition")
     if isinstance(repetition, dict) and any(name in repetition for name in RETIRED_REPETITION):
         repetition = dict(repetition)
@@ -81,13 +66,20 @@ def stored_job(data: Any) -> Any:
     return data
 
 
+def _left_out(name: str, value: Any) -> bool:
+    """A stored option at what the first stores wrote for it unset (None for an option added later)."""
+    return value == _STORED_UNSET.get(name) and (name in _STORED_UNSET or name in LATER_OPTIONS)
+
+
 def hashed_json(job: dict[str, Any], exclude: set[str]) -> str:
     """The JSON a job's hashes read, from the job as JobSpec dumps it (mode="json"): in the first stores' shape (its
-    options as the union record, less the options added later while they are unset; its repetition with the retired
-    knobs; a workflow built on another under that one's name), less the timeout (a limit, not a setting), a catalog
+    options as the union record, each at its default as the first stores wrote it unset, less the options added later
+    while they are at their default; its repetition with the retired knobs; a workflow built on another under that
+    one's name), less the timeout (a limit, not a setting), a catalog
     model's model_info and `exclude`."""
     data = dict(job)
     info = WORKFLOWS.get(data["workflow"])
+    defaults = info.options.model_fields if info is not None else {}
     if info is not None and info.builds_on:
         data["workflow"] = info.builds_on
     retired, repetition = data["retired_repetition"] or {}, data["repetition"]
@@ -97,9 +89,10 @@ def hashed_json(job: dict[str, Any], exclude: set[str]) -> str:
         "target": repetition["target"],
         "max_s": retired.get("max_s", _RETIRED_DEFAULT_MAX_S),
     }
-    given = data["options"]
-    record = {name: given.get(name, default) for name, default in _UNION_DEFAULTS.items()}
-    data["options"] = {name: value for name, value in record.items() if name not in LATER_OPTIONS or value is not None}
+    given = {name: value for name, value in data["options"].items()
+             if name not in defaults or value != defaults[name].default}
+    data["options"] = {**{name: given.get(name, unset) for name, unset in _STORED_UNSET.items()},
+                       **{name: given[name] for name in LATER_OPTIONS if name in given}}
     for name in ("timeout_s", "retired_repetition", *exclude):
         data.pop(name, None)
     if data.get("model_info", {}) is None:

@@ -1,6 +1,7 @@
 """Each workflow's options: one model per set of knobs, named by the catalog rows that read it (WorkflowInfo.options).
 A knob lives in the class of the workflows whose code reads it, so a job can only set what its workflow reads, and a
-job carries its options as its workflow's own class (JobSpec.options)."""
+job carries its options as its workflow's own class (JobSpec.options). Each default is the value the workflow runs
+with, so a job that sets an option to its default is the same job as one that leaves it out."""
 
 from typing import ClassVar, Literal, Optional
 
@@ -12,7 +13,7 @@ CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotun
 
 
 class Options(StrictModel):
-    """The base of every workflow's options (None: the workflow's own default); each is recorded with the result."""
+    """The base of every workflow's options; each is recorded with the result."""
 
     # the options that run on a CUDA GPU only: a job on a CPU that turns one on is refused before any worker starts
     GPU_ONLY: ClassVar[tuple[str, ...]] = ()
@@ -27,8 +28,12 @@ class NoOptions(Options):
 
 
 class TorchCompileOptions(Options):
-    # None: the workflow's own default mode
-    compile_mode: Optional[CompileMode] = None
+    compile_mode: CompileMode = "default"
+
+
+class TorchCompileStaticOptions(TorchCompileOptions):
+    # Hugging Face's compiled generation replays CUDA graphs unless told otherwise
+    compile_mode: CompileMode = "reduce-overhead"
 
 
 class OnnxRuntimeOptions(Options):
@@ -37,25 +42,31 @@ class OnnxRuntimeOptions(Options):
 
 
 class TensorrtOptions(Options):
-    # None: Torch-TensorRT's default of 5 ops per TensorRT block
-    min_block_size: Optional[int] = Field(default=None, ge=1)
+    # the fewest ops a TensorRT block takes (Torch-TensorRT's default)
+    min_block_size: int = Field(default=5, ge=1)
     # fp16 matmuls accumulated in fp32 (TensorRT may otherwise accumulate in fp16)
-    fp32_accumulation: Optional[bool] = None
+    fp32_accumulation: bool = False
 
 
-class TorchCompileDecodeOptions(TorchCompileOptions):
+class TorchCompileDecodeOptions(Options):
     """The stock techniques of the compiled decode step, each one step of its ablation (WorkflowInfo.techniques)."""
 
-    # q/k/v and gate/up each one GEMM over weights concatenated at load (None: on)
-    fused_projections: Optional[bool] = None
+    # None: the device's choice (mode_on), left out of the job's identity
+    compile_mode: Optional[CompileMode] = None
+    # q/k/v and gate/up each one GEMM over weights concatenated at load
+    fused_projections: bool = True
     # programmatic dependent launch in Inductor's Triton kernels (Hopper and later)
-    pdl: Optional[bool] = None
+    pdl: bool = False
     # the prefill replayed as a CUDA graph, one per prompt shape, instead of launched kernel by kernel from the host
-    prefill_graph: Optional[bool] = None
+    prefill_graph: bool = False
 
     # the ablation's rungs, in the order it adds them (WorkflowInfo.techniques); a new technique goes at the end
     TECHNIQUES: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "prefill_graph")
     GPU_ONLY: ClassVar[tuple[str, ...]] = ("pdl", "prefill_graph")
+
+    def mode_on(self, device_type: str) -> CompileMode:
+        """The compile mode on this device: CUDA graphs on a GPU, which a CPU has none of."""
+        return self.compile_mode or ("reduce-overhead" if device_type == "cuda" else "default")
 
 
 class HandtunedDecodeOptions(TorchCompileDecodeOptions):
@@ -64,11 +75,11 @@ class HandtunedDecodeOptions(TorchCompileDecodeOptions):
     torch_compile_decode)."""
 
     # the batch-1 projections, with the RMSNorm, SiLU*up and residual around them, instead of Inductor's reduction
-    triton_gemv: Optional[bool] = None
+    triton_gemv: bool = False
     # each layer's one-token RoPE, cache write and attention instead of Inductor's six kernels
-    triton_attention: Optional[bool] = None
+    triton_attention: bool = False
     # the projections and LM head of a step of up to 64 rows through a split-K GEMM instead of cuBLAS
-    triton_gemm: Optional[bool] = None
+    triton_gemm: bool = False
 
     KERNELS: ClassVar[tuple[str, ...]] = ("triton_gemv", "triton_attention", "triton_gemm")
     GPU_ONLY: ClassVar[tuple[str, ...]] = (*TorchCompileDecodeOptions.GPU_ONLY, *KERNELS)
@@ -76,7 +87,7 @@ class HandtunedDecodeOptions(TorchCompileDecodeOptions):
     TECHNIQUES: ClassVar[tuple[str, ...]] = KERNELS
 
 
-
 # Every options class
-OPTION_CLASSES: tuple[type[Options], ...] = (NoOptions, TorchCompileOptions, OnnxRuntimeOptions, TensorrtOptions,
-                                             TorchCompileDecodeOptions, HandtunedDecodeOptions)
+OPTION_CLASSES: tuple[type[Options], ...] = (NoOptions, TorchCompileOptions, TorchCompileStaticOptions,
+                                             OnnxRuntimeOptions, TensorrtOptions, TorchCompileDecodeOptions,
+                                             HandtunedDecodeOptions)

@@ -1,12 +1,13 @@
 from datetime import datetime
 from typing import Any, Literal, Optional, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from mlcbench.schema.base import SCHEMA_VERSION, StrictModel
 from mlcbench.schema.catalog import REFERENCE
 from mlcbench.schema.jobs import JobSpec
 from mlcbench.schema.legacy import stored_job
+from mlcbench.schema.options import OPTION_CLASSES
 from mlcbench.schema.protocol import Startup
 
 Status = Literal["ok", "unsupported", "failed", "oom", "timeout", "crashed"]
@@ -271,12 +272,23 @@ KvCache = Literal["dynamic", "static", "none", "paged"]
 Accumulation = Literal["fp32", "fp16"]
 
 
-class Applied(StrictModel):
+def _options_applied() -> Any:
+    """Every workflow option as a field of Applied, typed as its options class declares it (None: not recorded)."""
+    fields: dict[str, Any] = {}
+    for options in OPTION_CLASSES:
+        for name, info in options.model_fields.items():
+            fields.setdefault(name, (Optional[info.annotation], None))
+    return create_model("OptionsApplied", __base__=StrictModel, **fields)
+
+
+_OptionsApplied: Any = _options_applied()
+
+
+class Applied(_OptionsApplied):
     """What a workflow decided and applied, as fields the reports and the P3 scoring read (never parsed out of
-    free-form settings)."""
+    free-form settings): its options as it ran them, and what else it chose."""
 
     backend: Optional[str] = None
-    compile_mode: Optional[str] = None
     # LLMs: Hugging Face's generate(), or a loop of the workflow's own (which a user would have to write too)
     decode_loop: Optional[DecodeLoop] = None
     kv_cache: Optional[KvCache] = None
@@ -285,17 +297,6 @@ class Applied(StrictModel):
     accumulation: Optional[Accumulation] = None
     execution_providers: tuple[str, ...] = ()
     export: Optional[Literal["torch.export", "onnx"]] = None
-    io_binding: Optional[bool] = None
-    # torch_compile_decode: q/k/v and gate/up each one GEMM (False: one GEMM per projection, over the HF weights);
-    # programmatic dependent launch in Inductor's Triton kernels; the batch-1 projections as mlcbench's Triton GEMV;
-    # the one-token attention as mlcbench's Triton kernel; the prefill as a CUDA graph; the few-row projections as
-    # mlcbench's split-K Triton GEMM
-    fused_projections: Optional[bool] = None
-    pdl: Optional[bool] = None
-    triton_gemv: Optional[bool] = None
-    triton_attention: Optional[bool] = None
-    prefill_graph: Optional[bool] = None
-    triton_gemm: Optional[bool] = None
     # graphs dynamo compiled through the first call, or loaded whole from its precompile cache (0: the workflow ran
     # eagerly, whatever its name)
     compiled_graphs: Optional[int] = None

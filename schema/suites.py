@@ -1,13 +1,11 @@
-from typing import Annotated, Literal, Optional, Union
+from typing import Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from mlcbench.schema.base import Name, StrictModel
+from mlcbench.schema.base import Name, StrictModel, invalid
 from mlcbench.schema.catalog import MODELS, WORKFLOWS, ModelInfo
-from mlcbench.schema.jobs import JobSpec, Precision, Repetition, WorkflowName
+from mlcbench.schema.jobs import BatchSize, JobSpec, Precision, Repetition, WorkflowName
 
-# strict: a suite file's 1e3 or true is refused, not run as batch 1000 or 1
-BatchSize = Annotated[int, Field(ge=1, le=4096, strict=True)]
 # an option's value as a suite file or command line gives it; its workflow's options class checks it
 OptionValue = Union[bool, int, float, str, None]
 SyntheticArchitecture = Literal["matmul", "matmul-relu", "ffn", "ffn-multilayer"]
@@ -30,17 +28,17 @@ class ModelDefinition(StrictModel):
         synthetic = (self.architecture, self.hidden_size, self.intermediate_size, self.depth)
         if self.config is not None:
             if any(value is not None for value in synthetic):
-                raise ValueError("give either config (an LLM) or architecture and dims (a synthetic model), not both")
+                raise invalid("give either config (an LLM) or architecture and dims (a synthetic model), not both")
         elif self.architecture is None or self.hidden_size is None or self.intermediate_size is None:
-            raise ValueError("give config (a Hugging Face config folder or cached model id) or architecture, "
-                             "hidden_size and intermediate_size (a synthetic model)")
+            raise invalid("give config (a Hugging Face config folder or cached model id) or architecture, "
+                          "hidden_size and intermediate_size (a synthetic model)")
         elif self.depth is not None and self.architecture != "ffn-multilayer":
-            raise ValueError(f"depth is for ffn-multilayer, not {self.architecture}")
+            raise invalid(f"depth is for ffn-multilayer, not {self.architecture}")
         return self
 
     def synthetic_info(self) -> ModelInfo:
         assert self.architecture is not None and self.hidden_size and self.intermediate_size
-        return ModelInfo(kind="synthetic", architecture=self.architecture.replace("-", "_"),  # type: ignore[arg-type]
+        return ModelInfo(kind="synthetic", architecture=self.architecture.replace("-", "_"),
                          hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
                          depth=self.depth or (8 if self.architecture == "ffn-multilayer" else 1),
                          default_precision=self.precision or "fp32")
@@ -53,12 +51,13 @@ class SuiteEntry(StrictModel):
     workflows: list[WorkflowName] = Field(min_length=1)
     batch_sizes: list[BatchSize] = Field(min_length=1)
     precision: Optional[Precision] = None
-    input_len: int = Field(default=32, ge=1, le=8192)
-    output_len: int = Field(default=32, ge=1, le=8192)
-    warmup: int = Field(default=3, ge=0, le=1000)
-    repeats: int = Field(default=10, ge=1, le=10000)
-    repetition: Repetition = Repetition()
-    timeout_s: float = Field(default=1200.0, gt=0, le=86400)
+    # each as a job declares it
+    input_len: int = JobSpec.setting("input_len")
+    output_len: int = JobSpec.setting("output_len")
+    warmup: int = JobSpec.setting("warmup")
+    repeats: int = JobSpec.setting("repeats")
+    repetition: Repetition = JobSpec.setting("repetition")
+    timeout_s: float = JobSpec.setting("timeout_s")
     # the options every workflow of the entry reads, by name: each given counts (WorkflowInfo.read_options)
     options: dict[str, OptionValue] = {}
 
@@ -86,12 +85,12 @@ class Suite(StrictModel):
     def _known_models(self) -> "Suite":
         for name in self.models:
             if name in MODELS:
-                raise ValueError(f"models.{name}: {name!r} is a catalog model; give the suite's own model another name")
+                raise invalid(f"models.{name}: {name!r} is a catalog model; give the suite's own model another name")
         for index, entry in enumerate(self.entries):
             for model in entry.models:
                 if model not in MODELS and model not in self.models:
-                    raise ValueError(f"entries[{index}].models: unknown model {model!r}; neither the catalog's "
-                                     f"({', '.join(sorted(MODELS))}) nor one of the suite's [models]")
+                    raise invalid(f"entries[{index}].models: unknown model {model!r}; neither the catalog's "
+                                  f"({', '.join(sorted(MODELS))}) nor one of the suite's [models]")
         return self
 
     def expand(self, device: str) -> list[JobSpec]:

@@ -30,7 +30,26 @@ def _classes(module: str) -> dict[str, ast.ClassDef]:
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
-    return [base.id if isinstance(base, ast.Name) else ast.unparse(base) for base in node.bases]
+    """Its bases' names, less their type parameters (`Workflow[NoOptions]`: Workflow)."""
+    bases = [base.value if isinstance(base, ast.Subscript) else base for base in node.bases]
+    return [base.id if isinstance(base, ast.Name) else ast.unparse(base) for base in bases]
+
+
+def _options_parameter(module: str, node: ast.ClassDef) -> str:
+    """The options class a workflow class is parametrised by, through its bases: a TypeVar as its bound."""
+    for base in node.bases:
+        if isinstance(base, ast.Subscript):
+            name = ast.unparse(base.slice)
+            bounds = {target.id: keyword.value for item in ast.parse((WORKFLOWS_DIR / f"{module}.py").read_text()).body
+                      if isinstance(item, ast.Assign) and isinstance(item.value, ast.Call)
+                      for target in item.targets if isinstance(target, ast.Name)
+                      for keyword in item.value.keywords if keyword.arg == "bound"}
+            return ast.unparse(bounds[name]) if name in bounds else name
+    for base in _base_names(node):
+        for other in _module_names():
+            if base in _workflow_classes(other):
+                return _options_parameter(other, _classes(other)[base])
+    raise AssertionError(f"{module}.{node.name} names no options class: Workflow[ItsOptions]")
 
 
 def _workflow_classes(module: str) -> dict[str, ast.ClassDef]:
@@ -74,6 +93,12 @@ def test_every_catalog_row_is_a_workflow_module_and_every_module_a_row():
 def test_each_workflow_module_defines_one_workflow_class_with_no_name_to_repeat(module):
     [(_, node)] = _workflow_classes(module).items()
     assert "name" not in _own_methods(node)  # the loader names it from its module
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+def test_a_workflow_class_is_parametrised_by_its_rows_options_class(name):
+    [(_, node)] = _workflow_classes(name).items()
+    assert _options_parameter(name, node) == WORKFLOWS[name].options.__name__
 
 
 @pytest.mark.parametrize("name", sorted(WORKFLOWS))

@@ -31,7 +31,6 @@ from mlcbench.schema.base import StrictModel
 MANIFEST = "manifest.toml"
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = REPO / "benchmarks" / "studies"
-INDEX = REPO / "benchmarks" / "README.md"
 SUPPORT = REPO / "docs" / "support.md"
 
 Quantity = Literal["step_ms", "median_ms", "device_median_ms", "tokens_per_s", "compile_cold_s", "compile_warm_s",

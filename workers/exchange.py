@@ -49,7 +49,7 @@ def _parse_job(path: Path, number: int, raw: bytes) -> Optional[JobSpec]:
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(line)"
-        raise JobFileError(f"{path}:{number}: field {field}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise JobFileError(f"{path}:{number}: field {field}: {first['msg']}") from None
 
 
 def append_model(path: Path, model: BaseModel) -> None:

@@ -5,7 +5,8 @@ measurement all import (tests/test_architecture.py holds the order)."""
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Protocol, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, Optional, Protocol, TypeVar, cast
 
 from mlcbench.schema import Applied, CacheCounts, JobSpec, Options
 from mlcbench.schema.results import Setting
@@ -22,9 +23,14 @@ class Generation:
     step_logits: Optional["torch.Tensor"] = None  # [batch, new tokens, vocab]: the logits each token was chosen from
 
 
+# a Hugging Face causal LM (transformers' PreTrainedModel: not every image has transformers, and its configs' fields
+# are per family)
+CausalLM = Any
+
+
 class LLMRunner(Protocol):
-    # why this loop cannot be fed given tokens (None: it can; its check is then teacher-forced)
-    no_teacher_forcing: ClassVar[Optional[str]] = None
+    """A loop that cannot be fed given tokens says why in a class attribute `no_teacher_forcing` (its check then
+    compares free-running tokens); every other loop's check is teacher-forced."""
 
     def generate(self, input_ids: "torch.Tensor", max_new_tokens: int, with_logits: bool = False,
                  on_token: Optional[Callable[[], None]] = None,
@@ -44,8 +50,12 @@ class Unfit(ValueError):
     workers/kernels/): the message names its architecture and says why; the workflow makes it Unsupported."""
 
 
+# a workflow's options class (WorkflowInfo.options)
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+
 @dataclass(frozen=True)
-class WorkflowContext:
+class WorkflowContext(Generic[OptionsT]):
     """What a workflow is given: the job, where it runs, and its folder of the env's cache. What it did, it returns."""
 
     job: JobSpec
@@ -54,11 +64,10 @@ class WorkflowContext:
     cache_dir: Path
 
     @property
-    def options(self) -> Options:
+    def options(self) -> OptionsT:
         """The job's options as its workflow's own class (WorkflowInfo.options), which JobSpec validated them as:
         the one way a workflow reads them."""
-        spec: JobSpec = self.job
-        return spec.options
+        return cast(OptionsT, self.job.options)
 
 
 def with_fields(applied: Applied, **fields: object) -> Applied:
@@ -75,7 +84,7 @@ class Fragment:
     notes: Mapping[str, Setting] = field(default_factory=dict)
 
 
-Runs = TypeVar("Runs")
+Runs = TypeVar("Runs", covariant=True)
 
 
 class CacheCounter(Protocol):
@@ -114,26 +123,27 @@ class Prepared(Generic[Runs]):
         return self
 
 
-class Workflow:
-    """A workflow's code: the one subclass in mlcbench.workers.workflows.<name>, where <name> is its catalog row's.
-    It implements the method of each model kind the catalog says it runs; the catalog refuses the others."""
+class Workflow(Generic[OptionsT]):
+    """A workflow's code: the one subclass in mlcbench.workers.workflows.<name>, where <name> is its catalog row's,
+    parametrised by its row's options class (`Workflow[TorchCompileOptions]`). It implements the method of each model
+    kind the catalog says it runs; the catalog refuses the others."""
 
     @property
     def name(self) -> str:
         return type(self).__module__.rpartition(".")[2]
 
     def compile_module(self, module: "torch.nn.Module", inputs: tuple["torch.Tensor", ...],
-                       ctx: WorkflowContext) -> Prepared[Callable[..., object]]:
+                       ctx: WorkflowContext[OptionsT]) -> Prepared[Callable[..., object]]:
         """Synthetic models: a callable computing module(*inputs), prepared by this workflow, with what it applied.
         Its first call is timed as compile."""
         raise TypeError(f"the catalog says {self.name} runs synthetic models; its module has no compile_module")
 
-    def prepare_llm(self, model: "torch.nn.Module", ctx: WorkflowContext) -> Prepared[LLMRunner]:
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[OptionsT]) -> Prepared[LLMRunner]:
         """LLMs: a runner of fixed-length greedy generation, prepared by this workflow, with what it applied."""
         raise TypeError(f"the catalog says {self.name} runs LLMs; its module has no prepare_llm")
 
     @contextmanager
-    def compiling(self, ctx: WorkflowContext) -> Iterator[tuple[str, ...]]:
+    def compiling(self, ctx: WorkflowContext[OptionsT]) -> Iterator[tuple[str, ...]]:
         """Wraps preparation and the first call, where a JIT workflow compiles; its value names the on-disk caches
         those compiles use (Applied.compile_caches): none here."""
         yield ()
@@ -155,7 +165,7 @@ def error_reason(error: BaseException) -> str:
     return "; raised from ".join(parts)[:REASON_CHARS]
 
 
-def require(module: str, why: str = "") -> object:
+def require(module: str, why: str = "") -> ModuleType:
     """Import a workflow's stack, turning its absence into Unsupported with a reason a user can act on."""
     import importlib
 

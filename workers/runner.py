@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from mlcbench.schema import Correctness, JobSpec, Metrics, Provenance, Result, Status, why_not_run
+from mlcbench.schema import Correctness, JobSpec, Metrics, Options, Provenance, Result, Status, why_not_run
 from mlcbench.schema.protocol import LAUNCHED_AT_ENV, STARTUP_ENV, Startup
 from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.measurement.dynamo_stats import dynamo_imported
@@ -34,7 +34,7 @@ def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_
                 append_line(progress_path, job.job_id)
             result = run_job(job, cache_dir, launched_at, gate)
             append_model(results_path, result)
-            launched_at = result.provenance.ended_at
+            launched_at = result.provenance.ended_at or datetime.now(timezone.utc)
     finally:
         if gate is not None:
             gate.leave()
@@ -148,7 +148,7 @@ def _run(job: JobSpec, cache_dir: Path, gate: Optional[Gate]) -> Outcome:
     if refusal:
         raise Unsupported(refusal)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.precision]
-    ctx = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
+    ctx: WorkflowContext[Options] = WorkflowContext(job=job, device=torch.device(job.device), dtype=dtype, cache_dir=cache_dir / job.workflow)
     if ctx.device.type == "cpu":  # the same intra-op threads in every process of a cell, not torch's guess of the day
         torch.set_num_threads(host_cpus() or 1)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)

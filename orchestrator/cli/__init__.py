@@ -125,9 +125,9 @@ def sweep(
     batch_size: Annotated[Optional[list[str]], typer.Option(help="only these batch sizes (comma-separated or "
                                                                  "repeated)")] = None,
     input_len: Annotated[Optional[int], typer.Option(help="prompt tokens of a grid from the command line "
-                                                          "(default 32)")] = None,
+                                                          f"(default {JobSpec.setting('input_len').default})")] = None,
     output_len: Annotated[Optional[int], typer.Option(help="generated tokens of a grid from the command line "
-                                                           "(default 32)")] = None,
+                                                           f"(default {JobSpec.setting('output_len').default})")] = None,
     option: Annotated[Optional[list[str]], typer.Option(
         "--option", help="NAME=VALUE: an option every --workflow of a grid from the command line reads, e.g. "
                          "triton_gemv=true (repeatable; docs/workflows.md lists each workflow's)")] = None,

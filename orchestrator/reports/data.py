@@ -186,16 +186,6 @@ def joules_per_unit(result: Result) -> Optional[tuple[Estimate, str]]:
     return energy.joules_per_call, "J/call"
 
 
-def tokens_per_joule(result: Result) -> Optional[Estimate]:
-    """An LLM cell's generated tokens per joule, with the interval (the inverse of J/token's)."""
-    figure = joules_per_unit(result)
-    if figure is None or figure[1] != "J/token":
-        return None
-    per_token = figure[0]
-    return Estimate(value=1 / per_token.value, low=None if per_token.high is None else 1 / per_token.high,
-                    high=None if per_token.low is None else 1 / per_token.low)
-
-
 def oversubscribed(result: Result) -> Optional[float]:
     """The highest load per logical CPU at the edges of a CPU cell's timed calls, where it is over OVERSUBSCRIBED_LOAD
     (more threads were runnable than the machine has CPUs); else None."""

@@ -131,10 +131,18 @@ BAD_SUITES = {
 }
 
 
+def _swept_here(monkeypatch, tmp_path, *args: str):
+    """`mlcbench sweep ARGS` in this process, in tmp_path with its default store there: for input refused before
+    anything runs (tests/orchestrator/test_exit_codes.py runs the CLI as its own process)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLCBENCH_DB", "sqlite:///results/mlcbench.db")
+    return CliRunner().invoke(app, ["sweep", *args])
+
+
 @pytest.mark.parametrize("make, message", BAD_SUITES.values(), ids=BAD_SUITES.keys())
-def test_a_bad_suite_file_is_one_error_line_exit_2_and_nothing_stored(mlcbench, tmp_path, make, message):
-    done = mlcbench("sweep", "--suite", make(tmp_path))
-    assert done.returncode == 2, done.stdout + done.stderr
+def test_a_bad_suite_file_is_one_error_line_exit_2_and_nothing_stored(monkeypatch, tmp_path, make, message):
+    done = _swept_here(monkeypatch, tmp_path, "--suite", make(tmp_path))
+    assert done.exit_code == 2, done.output
     parts = (message,) if isinstance(message, str) else message
     assert done.stderr.startswith("error: ") and all(part in done.stderr for part in parts), done.stderr
     assert done.stderr.strip().count("\n") == 0
@@ -163,26 +171,28 @@ def test_suites_show_prints_a_suite_file_and_names_its_problems(tmp_path):
      "--checkpoint tinyllama-1.1b=/tmp: not a model of this sweep"),
     (["--suite", "smoke", "--checkpoint", "llama-2layer=/a", "--checkpoint", "llama-2layer=/b"], "given twice"),
 ])
-def test_bad_grid_and_checkpoint_options_are_exit_2(mlcbench, tmp_path, args, message):
-    done = mlcbench("sweep", *args)
-    assert done.returncode == 2, done.stdout + done.stderr
+def test_bad_grid_and_checkpoint_options_are_exit_2(monkeypatch, tmp_path, args, message):
+    done = _swept_here(monkeypatch, tmp_path, *args)
+    assert done.exit_code == 2, done.output
     assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert not (tmp_path / "results").exists()
 
 
-def test_a_checkpoint_of_another_shape_is_refused_naming_each_difference(mlcbench, tmp_path):
+def test_a_checkpoint_of_another_shape_is_refused_naming_each_difference(monkeypatch, tmp_path):
     folder = _config_folder(tmp_path)  # llama3-tiny's config: not llama-2layer's dims
-    done = mlcbench("sweep", "--suite", "smoke", "--model", "llama-2layer", "--checkpoint", f"llama-2layer={folder}")
-    assert done.returncode == 2, done.stdout + done.stderr
+    done = _swept_here(monkeypatch, tmp_path, "--suite", "smoke", "--model", "llama-2layer", "--checkpoint",
+                       f"llama-2layer={folder}")
+    assert done.exit_code == 2, done.output
     assert "hidden_size 64 (not 256)" in done.stderr and "tie_word_embeddings True (not False)" in done.stderr
     assert f"--model {folder}" in done.stderr  # how to run it as a model of its own
     gpt2 = tmp_path / "gpt2"
     gpt2.mkdir()
     (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 8,
                                                   "vocab_size": 32000}))
-    done = mlcbench("sweep", "--suite", "smoke", "--model", "llama-2layer", "--checkpoint", f"llama-2layer={gpt2}")
-    assert done.returncode == 2 and "model_type 'gpt2' (not 'llama')" in done.stderr, done.stderr
+    done = _swept_here(monkeypatch, tmp_path, "--suite", "smoke", "--model", "llama-2layer", "--checkpoint",
+                       f"llama-2layer={gpt2}")
+    assert done.exit_code == 2 and "model_type 'gpt2' (not 'llama')" in done.stderr, done.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -281,8 +291,9 @@ def test_a_model_id_is_read_from_the_local_hugging_face_cache_only(mlcbench, tmp
     (cache / "models--someone--qwen2-tiny" / "refs").mkdir()
     (cache / "models--someone--qwen2-tiny" / "refs" / "main").write_text("0123abc")
     offline = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    done = mlcbench("sweep", "--model", "someone/qwen2-tiny", "--workflow", "eager", "--output-len", "2",
-                    "--db", f"sqlite:///{tmp_path / 'cached.db'}", env=offline)
+    # one process of the cell: what is read from where is the question, not the cell's interval
+    done = mlcbench("sweep", "--model", "someone/qwen2-tiny", "--workflow", "eager", "--output-len", "2", "--rounds",
+                    "1", "--db", f"sqlite:///{tmp_path / 'cached.db'}", env=offline)
     assert done.returncode == 0, done.stdout + done.stderr
     [(model, status)] = sqlite3.connect(tmp_path / "cached.db").execute("select model, status from results").fetchall()
     assert (model, status) == ("someone--qwen2-tiny", "ok")

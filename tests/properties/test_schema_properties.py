@@ -16,9 +16,9 @@ from mlcbench.workers.exchange import JobFileError, read_jobs
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 options = st.fixed_dictionaries({}, optional={
-    "compile_mode": st.sampled_from([None, "default", "reduce-overhead", "max-autotune"]), "io_binding": st.booleans(),
-    "min_block_size": st.none() | st.integers(1, 100), "fp32_accumulation": st.none() | st.booleans(),
-    "pdl": st.none() | st.booleans(), "triton_gemm": st.none() | st.booleans()})
+    "compile_mode": st.sampled_from(["default", "reduce-overhead", "max-autotune"]), "io_binding": st.booleans(),
+    "min_block_size": st.integers(1, 100), "fp32_accumulation": st.booleans(), "pdl": st.booleans(),
+    "triton_gemm": st.booleans()})
 
 
 def _job(workflow: str, options: dict, **fields) -> JobSpec:

@@ -19,8 +19,8 @@ def variant(medians: list[float], fused: Optional[bool], pdl: Optional[bool], pa
             prefill_graph: Optional[bool] = None):
     """A torch_compile_decode cell run with these options, recording what it applied (None: not recorded)."""
     result = cell("llama2-7b", DECODE, medians, batch=batch, passed=passed)
-    options = TorchCompileDecodeOptions(fused_projections=None if fused is None or fused else False, pdl=pdl or None,
-                                        prefill_graph=prefill_graph or None)
+    options = TorchCompileDecodeOptions(fused_projections=fused is not False, pdl=bool(pdl),
+                                        prefill_graph=bool(prefill_graph))
     job = result.job.model_copy(update={"options": options})
     metrics = result.metrics.model_copy(
         update={"applied": Applied(fused_projections=fused, pdl=pdl, prefill_graph=prefill_graph)})

@@ -12,7 +12,7 @@ from rich.console import Console
 from scipy import stats as scipy_stats
 
 from mlcbench.orchestrator import stats
-from mlcbench.orchestrator.reports.data import joules_per_unit, perf_rows, tokens_per_joule
+from mlcbench.orchestrator.reports.data import joules_per_unit, perf_rows
 from mlcbench.orchestrator.reports.export import to_csv
 from mlcbench.orchestrator.reports.html import write_html
 from mlcbench.orchestrator.reports.markdown import markdown
@@ -100,18 +100,15 @@ def test_the_energy_comes_from_the_processes_of_the_figure_only():
     assert timing.energy.processes == 3 and timing.energy.joules_per_call.value == pytest.approx(10.0, rel=0.01)
 
 
-def test_an_llm_cell_gives_joules_per_generated_token_and_tokens_per_joule_with_their_intervals():
+def test_an_llm_cell_gives_joules_per_generated_token_with_its_interval():
     result = _llm("eager", 200.0, [12.8, 12.9, 13.0])  # batch 4 x 32 tokens a call
     per_call = result.metrics.latency.energy.joules_per_call
     per_token, unit = joules_per_unit(result)
     assert unit == "J/token" and per_token.value == pytest.approx(per_call.value / 128)
     assert (per_token.low, per_token.high) == pytest.approx((per_call.low / 128, per_call.high / 128))
-    per_joule = tokens_per_joule(result)
-    assert per_joule.value == pytest.approx(128 / per_call.value)
-    assert (per_joule.low, per_joule.high) == pytest.approx((128 / per_call.high, 128 / per_call.low))
     synthetic = _with_energy(make_result("ffn-tinyllama", "eager", 1, "h100", "local", tflops=100.0),
                              [_window(2.0)] * 3)
-    assert joules_per_unit(synthetic)[1] == "J/call" and tokens_per_joule(synthetic) is None
+    assert joules_per_unit(synthetic)[1] == "J/call"
 
 
 def test_a_result_one_worker_stored_reads_its_own_process_energy():

@@ -2,6 +2,7 @@
 carries its workflow's own class; job ids stay those stores were written with."""
 
 import json
+from typing import Optional
 
 import pytest
 from pydantic import ValidationError
@@ -121,8 +122,35 @@ def test_other_workflows_option_ids_stay():
 
 def test_each_option_means_one_thing_in_every_class_that_has_it():
     for options in OPTION_CLASSES:
-        for name, field in options.model_fields.items():
-            assert EVERY_OPTION[name].annotation == field.annotation, name
+        for name, field in options.model_fields.items():  # None is one class's "its own default"
+            assert Optional[EVERY_OPTION[name].annotation] == Optional[field.annotation], name
+
+
+@pytest.mark.parametrize("workflow, option, default", [
+    ("torch_compile", "compile_mode", "default"), ("torch_compile_forward", "compile_mode", "default"),
+    ("torch_compile_static", "compile_mode", "reduce-overhead"), ("torch_compile_decode", "pdl", False),
+    ("torch_compile_decode", "fused_projections", True), ("onnxruntime", "io_binding", True),
+    ("torch_tensorrt", "min_block_size", 5), ("torch_tensorrt", "fp32_accumulation", False),
+])
+def test_a_job_that_sets_an_option_to_its_default_is_the_job_that_leaves_it_out(workflow, option, default):
+    def job(**options) -> JobSpec:
+        return JobSpec(model="llama-2layer", workflow=workflow, precision="fp32", batch_size=1, options=options)
+
+    left_out, at_default = job(), job(**{option: default})
+    assert (at_default.job_id, at_default.cell_settings, at_default.label()) == \
+        (left_out.job_id, left_out.cell_settings, left_out.label())
+    assert getattr(left_out.options, option) == default
+    assert job(**{option: "max-autotune" if option == "compile_mode" else 3 if option == "min_block_size"
+                  else not default}).job_id != left_out.job_id
+
+
+def test_the_compiled_decode_mode_follows_the_device_and_a_mode_given_is_its_own_job():
+    decode = [JobSpec(model="llama-2layer", workflow="torch_compile_decode", precision="fp32", batch_size=1,
+                      device=device, options=options)
+              for device in ("cuda", "cpu") for options in ({}, {"compile_mode": "reduce-overhead"})]
+    assert [job.options.mode_on(job.device) for job in decode] == ["reduce-overhead", "reduce-overhead", "default",
+                                                                   "reduce-overhead"]
+    assert decode[0].options == decode[2].options and decode[0].job_id != decode[1].job_id
 
 
 def test_the_decode_kernels_suite_keeps_its_job_ids_with_its_kernels_under_handtuned_decode():
@@ -139,8 +167,8 @@ def test_the_decode_kernels_suite_keeps_its_job_ids_with_its_kernels_under_handt
         + ["torch_compile_decode", "handtuned_decode"]
 
 
-def test_an_option_added_after_the_first_stores_defaults_to_none_so_unset_it_keeps_every_job_id():
-    assert LATER_OPTIONS and all(EVERY_OPTION[name].default is None for name in LATER_OPTIONS)
+def test_every_option_is_one_the_first_stores_had_or_a_later_one_hashed_only_away_from_its_default():
+    assert set(EVERY_OPTION) == {"compile_mode", "io_binding", "min_block_size", "fp32_accumulation", *LATER_OPTIONS}
 
 
 @pytest.mark.parametrize("workflow, options, message", [

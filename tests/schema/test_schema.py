@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from mlcbench.schema import Correctness, Metrics, Result, Suite, SuiteEntry, Timing
+from mlcbench.schema import WORKFLOWS, Correctness, Metrics, Result, Suite, SuiteEntry, Timing
 from mlcbench.schema.jobs import JobSpec
 
 
@@ -30,15 +30,16 @@ def test_job_id_changes_with_any_setting_but_not_the_timeout():
     ("torch_compile_decode", "prefill_graph", {}), ("handtuned_decode", "triton_gemv", {"triton_attention": True}),
     ("handtuned_decode", "triton_attention", {"triton_gemv": True}),
     ("handtuned_decode", "triton_gemm", {"triton_gemv": True})])
-def test_a_later_option_keeps_old_job_ids_while_unset_and_makes_another_cell_when_set(workflow, option, others):
+def test_a_later_option_keeps_old_job_ids_at_its_default_and_makes_another_cell_when_set_away(workflow, option,
+                                                                                              others):
     base = job(workflow=workflow, model="llama-2layer", options=others)
-    assert job(workflow=workflow, model="llama-2layer", options={**others, option: None}).job_id == base.job_id
-    for value in (True, False):
-        variant = job(workflow=workflow, model="llama-2layer", options={**others, option: value})
-        assert variant.job_id != base.job_id and variant.cell_settings != base.cell_settings
-        assert variant.baseline_settings == base.baseline_settings  # eager of the same settings is its baseline
-        assert f"{option}={value}" in variant.label()
-        assert JobSpec.model_validate_json(variant.model_dump_json()).job_id == variant.job_id
+    default = WORKFLOWS[workflow].options.model_fields[option].default
+    assert job(workflow=workflow, model="llama-2layer", options={**others, option: default}).job_id == base.job_id
+    variant = job(workflow=workflow, model="llama-2layer", options={**others, option: not default})
+    assert variant.job_id != base.job_id and variant.cell_settings != base.cell_settings
+    assert variant.baseline_settings == base.baseline_settings  # eager of the same settings is its baseline
+    assert f"{option}={not default}" in variant.label()
+    assert JobSpec.model_validate_json(variant.model_dump_json()).job_id == variant.job_id
 
 
 def test_a_jobs_label_names_the_options_set_away_from_their_defaults():
@@ -90,3 +91,29 @@ def test_suite_expands_the_grid_at_each_models_default_precision():
     assert len(jobs) == 8
     assert {j.precision for j in jobs if j.model == "ffn-tinyllama"} == {"bf16"}
     assert {j.precision for j in jobs if j.model == "ffn-llama2"} == {"fp16"}
+
+
+@pytest.mark.parametrize("setting, refused", [("input_len", 8193), ("output_len", 0), ("warmup", -1),
+                                              ("repeats", 10001), ("timeout_s", 0), ("input_len", True)])
+def test_a_suite_entry_takes_each_setting_with_the_jobs_default_and_refuses_what_a_job_refuses(setting, refused):
+    entry = SuiteEntry(models=["ffn-small"], workflows=["eager"], batch_sizes=[4])
+    [expanded] = Suite(name="s", description="d", entries=[entry]).expand("cpu")
+    assert getattr(expanded, setting) == getattr(job(), setting) == getattr(entry, setting)
+    messages = []
+    for model, fields in ((JobSpec, {"model": "ffn-small", "workflow": "eager", "precision": "fp32", "batch_size": 4}),
+                          (SuiteEntry, {"models": ["ffn-small"], "workflows": ["eager"], "batch_sizes": [4]})):
+        with pytest.raises(ValidationError) as error:
+            model.model_validate({**fields, setting: refused})
+        messages.append([problem["msg"] for problem in error.value.errors()])
+    assert messages[0] == messages[1]
+
+
+def test_the_command_lines_help_gives_the_jobs_default_lengths():
+    import typer
+
+    from mlcbench.orchestrator.cli import app
+
+    sweep = typer.main.get_command(app).commands["sweep"]  # type: ignore[attr-defined]
+    helps = {param.name: param.help for param in sweep.params}
+    for name in ("input_len", "output_len"):
+        assert helps[name].endswith(f"(default {JobSpec.model_fields[name].default})"), helps[name]

@@ -66,7 +66,7 @@ class HFGenerateRunner:
             **self.generate_kwargs,
         )
         tokens = out.sequences[:, input_ids.shape[1]:]
-        if forcing is not None:
+        if forcing is not None and forced_tokens is not None:
             if not torch.equal(tokens.cpu(), forced_tokens.cpu()):
                 raise RuntimeError("generate() did not feed the forced tokens")
             tokens = torch.stack(forcing.chosen, dim=1)

@@ -9,7 +9,8 @@ from typing import Callable, Optional
 import torch
 
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Fragment, Generation, Prepared, WorkflowContext
+from mlcbench.schema.options import OnnxRuntimeOptions
+from mlcbench.workers.interface import CausalLM, Fragment, Generation, Prepared, WorkflowContext
 from mlcbench.workers.decode.greedy import greedy_decode
 from mlcbench.workers.stacks.onnx_export import bind_input, bind_output, export_onnx, session
 
@@ -31,13 +32,13 @@ class DecoderWithCache(torch.nn.Module):
         return (out.logits[:, -1, :], *presents)
 
 
-def cache_shape(model: torch.nn.Module, batch: int, length: int) -> tuple[int, int, int, int]:
+def cache_shape(model: CausalLM, batch: int, length: int) -> tuple[int, int, int, int]:
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return (batch, config.num_key_value_heads, length, head_dim)
 
 
-def export_decoder(model: torch.nn.Module, ctx: WorkflowContext) -> tuple[Path, list[str], list[str], Fragment]:
+def export_decoder(model: CausalLM, ctx: WorkflowContext) -> tuple[Path, list[str], list[str], Fragment]:
     """The graph's file, its input and output names (input_ids, past_0..; logits, present_0..), and the export's
     Fragment."""
     layers = model.config.num_hidden_layers
@@ -58,7 +59,7 @@ class OnnxKVCacheRunner:
     inputs, the logits, and the presents, which become the next step's pasts. With IO binding they live on the
     model's device; without it in host memory, so every step copies the cache to the GPU and back."""
 
-    def __init__(self, sess, model: torch.nn.Module, input_names: list[str], output_names: list[str],
+    def __init__(self, sess, model: CausalLM, input_names: list[str], output_names: list[str],
                  dtype: torch.dtype, eos_token_id: Optional[int], buffers: torch.device):
         self.sess, self.model, self.dtype, self.eos_token_id = sess, model, dtype, eos_token_id
         self.input_names, self.output_names = input_names, output_names
@@ -100,7 +101,8 @@ class OnnxKVCacheRunner:
                              forced_tokens=forced_tokens)
 
 
-def prepare(model: torch.nn.Module, providers: list, ctx: WorkflowContext) -> Prepared[OnnxKVCacheRunner]:
+def prepare(model: CausalLM, providers: list,
+            ctx: WorkflowContext[OnnxRuntimeOptions]) -> Prepared[OnnxKVCacheRunner]:
     path, input_names, output_names, exported = export_decoder(model, ctx)
     sess, opened = session(path, providers)
     io_binding = ctx.options.io_binding

@@ -18,7 +18,7 @@ Same weights, not a copy: the fused tensors are built once and the HF model's q/
 of them (unfused, the HF weights themselves), so both models keep computing with the very same storage and memory is
 not doubled."""
 
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, cast
 
 import torch
 from torch import nn
@@ -210,9 +210,11 @@ class Block(nn.Module):
         """forward() of one row, four row-kernel calls: q/k/v with the attention norm, o with the residual, gate/up
         with the FFN norm, down with SiLU(gate) * up and the residual (fused projections without biases only)."""
         project = self.row_kernel
+        assert project is not None
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        qkv = project(x, self.wqkv, norm=self.attention_norm, eps=self.eps).split([q_size, kv_size, kv_size], dim=-1)
-        x = project(self.attention(*qkv, positions, cos, sin), self.wo, residual=x)
+        qkv = project(x, self.wqkv, norm=self.attention_norm, eps=self.eps)
+        q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
+        x = project(self.attention(q, k, v, positions, cos, sin), self.wo, residual=x)
         return project(project(x, self.w13, norm=self.ffn_norm, eps=self.eps), self.w2, glu=True, residual=x)
 
     def gate_up(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -228,7 +230,8 @@ class Block(nn.Module):
                      for weight, bias in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
 
     def attend(self, x: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        out = self.attention(*self.qkv(x), positions, cos, sin)
+        q, k, v = self.qkv(x)
+        out = self.attention(q, k, v, positions, cos, sin)
         return self.linear(out, self.wo, self.bo)
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor,
@@ -259,7 +262,8 @@ class StaticLlama(nn.Module):
             raise Unfit(f"{type(hf_model).__name__}: projections with biases through a row kernel are not implemented")
         self.row_kernel = row_kernel
         self.gemm_kernel = gemm_kernel
-        self.hf_rotary = hf_model.model.rotary_emb  # only to build the cos/sin tables, exactly as HF computes them
+        # only to build the cos/sin tables, exactly as HF computes them
+        self.hf_rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] = hf_model.model.rotary_emb
         self.embed = _shared(hf_model.model.embed_tokens.weight)
         self.layers = nn.ModuleList(Block(layer, config, fuse_projections, row_kernel, attention_kernel,
                                           gemm_kernel)
@@ -276,7 +280,7 @@ class StaticLlama(nn.Module):
         length = -(-length // 8) * 8
         if (batch, length) == (self.batch, self.length):
             return
-        for layer in self.layers:
+        for layer in cast("list[Block]", self.layers):
             layer.allocate_cache(batch, length)
         positions = torch.arange(length, device=self.embed.device)[None, :]
         cos, sin = self.hf_rotary(self.embed[:1], positions)

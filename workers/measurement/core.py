@@ -200,7 +200,8 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
                           **prepared.applied.model_dump(exclude_unset=True), compile_caches=caches,
                           compiled_graphs=compile_stats.graphs)
     compile_stopped_s = gate.stopped_s(compile_began, compile_ended) if gate is not None else None
-    shared = dict(window=window[0], compile_stopped_s=round(compile_stopped_s, 4)) if window else {}
+    shared = dict(window=window[0], compile_stopped_s=round(compile_stopped_s, 4)) \
+        if window and compile_stopped_s is not None else {}
     metrics = Metrics(
         latency=for_this_process(latency, correctness=correctness, **cpu, **figures.process, **shared,
                                  energy=energy.window.model_copy(update={"calls": latency.repeats})),

@@ -57,7 +57,7 @@ def _phase_seconds() -> dict[str, float]:
     from torch._dynamo.utils import compile_times
 
     names, values = compile_times(repr="csv", aggregate=True)
-    return {name: float(value) for name, value in zip(names, values) if name in COMPILE_PHASES}
+    return {name: float(str(value)) for name, value in zip(names, values) if name in COMPILE_PHASES}
 
 
 @dataclass

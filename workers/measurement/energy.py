@@ -207,13 +207,15 @@ class EnergyMeter:
     def _recheck(self, kept: float) -> tuple[Optional[float], Optional[str]]:
         """The counter's update period measured again after the window (the longest of RECHECK_CHANGES intervals),
         kept in place of `kept` where they disagree; or why it could not be (the figure is then dropped)."""
+        uuid = self._device_uuid
+        assert uuid is not None, "a window was timed: the meter has its GPU"
         timeout_s = max(0.5, 4 * (RECHECK_CHANGES + 1) * kept)
-        intervals, why = measure_update_period(self._device_uuid, RECHECK_CHANGES, timeout_s)
+        intervals, why = measure_update_period(uuid, RECHECK_CHANGES, timeout_s)
         if not intervals:
             return None, f"re-checked after the window, {why}: it is not updating as calibrated"
         rechecked = max(intervals)
         if self._cache_root is not None and not kept / PERIOD_DISAGREEMENT <= rechecked <= kept * PERIOD_DISAGREEMENT:
-            remember_update_period(self._cache_root, self._device_uuid, rechecked)
+            remember_update_period(self._cache_root, uuid, rechecked)
         return rechecked, None
 
 

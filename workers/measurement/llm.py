@@ -4,7 +4,7 @@ token and time per output token (from a call synchronised at every token), and a
 call and one after the timed ones teacher-forced, each timed call's own tokens against eager's free-running ones."""
 
 import time
-from typing import Callable, ContextManager, Optional
+from typing import Callable, ContextManager, Optional, cast
 
 import torch
 
@@ -60,7 +60,7 @@ class LLM(ModelKind[LLMRunner]):
         return lambda: runner.generate(self.prompt, self.ctx.job.output_len, with_logits=forced is not None,
                                        forced_tokens=forced)
 
-    def check(self, output: Generation) -> Optional[Correctness]:
+    def check(self, output: Generation) -> Optional[Correctness]:  # type: ignore[override]
         job = self.ctx.job
         if output.tokens.shape != (job.batch_size, job.output_len):
             raise RuntimeError(f"{self.workflow_name} generated {tuple(output.tokens.shape)} tokens, "
@@ -75,12 +75,13 @@ class LLM(ModelKind[LLMRunner]):
         return compare_teacher_forced(output, reference, self.ctx.dtype, self.gold_logits,
                                       runs_eager_kernels=info is not None and info.runs_eager_kernels)
 
-    def keep_timed(self, output: Generation) -> None:
+    def keep_timed(self, output: Generation) -> None:  # type: ignore[override]
         tokens = output.tokens
         # a loop may return the same buffer every call (an XLA tensor is never written again)
         self.timed_tokens.append(tokens.clone() if tokens.device.type in EAGER_DEVICES else tokens)
 
     def check_timed(self, checked: Correctness) -> Correctness:
+        assert self.reference_generation is not None, "only a checked call's timed calls are checked"
         failed, compared, why = compare_free_running(self.timed_tokens, self.reference_generation, self.ctx.dtype,
                                                      self.gold_logits)
         return with_timed_calls(checked, len(self.timed_tokens), failed, why, free_running_tokens=compared)
@@ -89,7 +90,7 @@ class LLM(ModelKind[LLMRunner]):
         if self.reference_generation is None:
             return None
         output, _ = timed_once(self.first_call(prepared), self.cuda, prepared.sync)
-        return self.check(output)
+        return self.check(cast(Generation, output))
 
     def call(self, prepared: Prepared[LLMRunner]) -> Callable[[], Generation]:
         runner, prompt, output_len = prepared.runner, self.prompt, self.ctx.job.output_len
@@ -124,8 +125,10 @@ def _fp32_logits(model, prompt: torch.Tensor, reference: Generation, ctx: Workfl
     try:
         for parameter in parameters:
             parameter.data = parameter.data.float()
-        return HFGenerateRunner(model, disable_compile=True).generate(
-            prompt, ctx.job.output_len, with_logits=True, forced_tokens=reference.tokens).step_logits.cpu()
+        logits = HFGenerateRunner(model, disable_compile=True).generate(
+            prompt, ctx.job.output_len, with_logits=True, forced_tokens=reference.tokens).step_logits
+        assert logits is not None, "asked with_logits"
+        return logits.cpu()
     except torch.cuda.OutOfMemoryError:
         notes["fp32_reference"] = "did not fit: fixed tolerance"
         return None

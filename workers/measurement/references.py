@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from pydantic import Field
@@ -30,7 +30,7 @@ from mlcbench.workers.stacks.code_key import worker_code
 
 # what a model kind's reference() returns and its use_reference() takes: tensors and plain values, all that
 # torch.load(weights_only=True) reads back
-ReferenceState = dict[str, object]
+ReferenceState = dict[str, Any]
 FOLDER = "references"  # under the env's cache root, beside the workflows' folders
 # notes["reference"]: how this process got its reference
 COMPUTED, READ, CACHE_OFF = "computed", "read from cache", "computed, cache off"
@@ -117,7 +117,7 @@ def _read_or_compute(folder: Path, key: ReferenceKey, compute: Callable[[dict[st
         notes["reference"] = COMPUTED
     except _Refused as refused:
         notes["reference"] = f"recomputed: {refused}"
-    computed_notes: dict[str, Setting] = {}
+    computed_notes = {}
     state = compute(computed_notes)
     notes.update(computed_notes)
     try:

@@ -95,7 +95,8 @@ class Synthetic(ModelKind[Callable[..., object]]):
     def after_timed_calls(self, prepared: Prepared[Callable[..., object]], latency: Timing,
                           notes: dict[str, Setting]) -> KindFigures:
         job = self.ctx.job
-        device_samples, device_method = [], None
+        device_samples: list[float] = []
+        device_method = None
         if self.cuda:
             device_samples, device_method = device_times(self.call(prepared), job.repeats, prepared.sync, notes)
         flops = synthetic.flops(self.info, job)

@@ -217,16 +217,16 @@ def keep_tuned_configs() -> Iterator[None]:
     import torch
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
-    if torch.torch_version.TorchVersion(torch.__version__) >= (2, 12) or \
+    if torch.torch_version.TorchVersion(torch.__version__) >= "2.12" or \
             not hasattr(CachingAutotuner, "recheck_autotune_cache"):
         yield
         return
     original = CachingAutotuner.recheck_autotune_cache
-    CachingAutotuner.recheck_autotune_cache = recheck_autotune_cache
+    CachingAutotuner.recheck_autotune_cache = recheck_autotune_cache  # type: ignore[method-assign]
     try:
         yield
     finally:
-        CachingAutotuner.recheck_autotune_cache = original
+        CachingAutotuner.recheck_autotune_cache = original  # type: ignore[method-assign]
 
 
 @contextmanager

@@ -165,7 +165,7 @@ class ExportedForward:
         return self.jax.export.deserialize(serialized)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, data: bytes | bytearray) -> None:
     """Another process may read the file meanwhile: it finds it whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

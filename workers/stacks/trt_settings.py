@@ -5,6 +5,7 @@ import re
 import torch
 
 from mlcbench.schema import Applied
+from mlcbench.schema.options import TensorrtOptions
 from mlcbench.workers.interface import Fragment, WorkflowContext
 
 
@@ -15,7 +16,7 @@ def version_tuple(version: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> tuple[dict, Fragment]:
+def compilation_settings(torch_tensorrt, ctx: WorkflowContext[TensorrtOptions]) -> tuple[dict, Fragment]:
     """The keyword settings for torch_tensorrt.dynamo.compile / torch.compile(options=...), and the Fragment that
     records them with the result.
 
@@ -24,8 +25,8 @@ def compilation_settings(torch_tensorrt, ctx: WorkflowContext) -> tuple[dict, Fr
     use_fp32_acc needs explicit typing on the older versions too.
     """
     options = ctx.options
-    fp32_acc = bool(options.fp32_accumulation)
-    settings: dict = {"min_block_size": options.min_block_size or 5, "use_python_runtime": False,
+    fp32_acc = options.fp32_accumulation
+    settings: dict = {"min_block_size": options.min_block_size, "use_python_runtime": False,
                       "use_fp32_acc": fp32_acc}
     explicit_by_default = version_tuple(torch_tensorrt.__version__) >= (2, 10)
     if not explicit_by_default:

@@ -7,10 +7,13 @@ torch 2.13 loads the same package. No loader of that torch avoids the constructo
 before anything is compiled; `STEP=aoti bash benchmarks/paper_device.sh` reproduces the crash on a GPU in under two
 minutes."""
 
+from typing import Callable
+
 import torch
 
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Prepared, Unsupported, Workflow
+from mlcbench.schema.options import NoOptions
+from mlcbench.workers.interface import Prepared, Unsupported, Workflow, WorkflowContext
 
 # torch releases (major, minor) whose AOTInductor package loader segfaults at load
 LOADER_SEGFAULTS = frozenset({(2, 11)})
@@ -20,8 +23,9 @@ def loader_segfaults(version: str) -> bool:
     return torch.torch_version.Version(version).release[:2] in LOADER_SEGFAULTS
 
 
-class AOTInductor(Workflow):
-    def compile_module(self, module, inputs, ctx):
+class AOTInductor(Workflow[NoOptions]):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[NoOptions]) -> Prepared[Callable[..., object]]:
         if loader_segfaults(torch.__version__):
             raise Unsupported(f"aot_inductor: torch {torch.__version__}'s aoti_load_package segfaults in the generated "
                               "model container's constructor (CPU and CUDA packages, fresh processes too; cf. "

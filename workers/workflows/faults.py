@@ -7,20 +7,21 @@ import os
 import signal
 import time
 
+from mlcbench.schema.options import NoOptions
 from mlcbench.workers.interface import Workflow
 
 
-class KillSelf(Workflow):
+class KillSelf(Workflow[NoOptions]):
     def compile_module(self, module, inputs, ctx):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class Segfault(Workflow):
+class Segfault(Workflow[NoOptions]):
     def compile_module(self, module, inputs, ctx):
         ctypes.string_at(0)
 
 
-class OutOfMemory(Workflow):
+class OutOfMemory(Workflow[NoOptions]):
     """What PyTorch's CUDA caching allocator raises when a model does not fit."""
 
     def compile_module(self, module, inputs, ctx):
@@ -29,12 +30,12 @@ class OutOfMemory(Workflow):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
 
 
-class Hang(Workflow):
+class Hang(Workflow[NoOptions]):
     def compile_module(self, module, inputs, ctx):
         while True:
             time.sleep(1)
 
 
 # the names jobs give them (schema/catalog.py's FAULT_WORKFLOWS)
-FAULTS: dict[str, type[Workflow]] = {"fault-kill": KillSelf, "fault-segfault": Segfault, "fault-oom": OutOfMemory,
-                                     "fault-hang": Hang}
+FAULTS: dict[str, type[Workflow[NoOptions]]] = {"fault-kill": KillSelf, "fault-segfault": Segfault,
+                                                "fault-oom": OutOfMemory, "fault-hang": Hang}

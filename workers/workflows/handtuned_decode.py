@@ -7,28 +7,29 @@ and never rank it with the compilers. With `pdl` the kernels are launched with P
 
 from functools import partial
 
+import torch
+
 from mlcbench.schema import Applied
 from mlcbench.schema.options import HandtunedDecodeOptions
 from mlcbench.workers.decode.static_llama import Kernels, Unfit
-from mlcbench.workers.interface import Unsupported
+from mlcbench.workers.interface import CausalLM, Unsupported, WorkflowContext
 from mlcbench.workers.workflows.torch_compile_decode import TorchCompileDecode
 
 
-class HandtunedDecode(TorchCompileDecode):
-    def kernels(self, model, ctx) -> Kernels:
+class HandtunedDecode(TorchCompileDecode[HandtunedDecodeOptions]):
+    def kernels(self, model: CausalLM, ctx: WorkflowContext[HandtunedDecodeOptions]) -> Kernels:
         options = ctx.options
         if ctx.device.type != "cuda":
             on = [name for name in HandtunedDecodeOptions.KERNELS if getattr(options, name)]
             raise Unsupported(f"{self.name}: {' and '.join(on)}: Triton kernels for CUDA GPUs; this job runs on "
                               f"{ctx.device.type}")
-        pdl = bool(options.pdl)
+        pdl = options.pdl
         return Kernels(row_kernel=_row_kernel(pdl) if options.triton_gemv else None,
                        attention_kernel=_attention_kernel(model.config, pdl) if options.triton_attention else None,
                        gemm_kernel=_gemm_kernel(ctx, pdl) if options.triton_gemm else None)
 
-    def applied_kernels(self, ctx) -> Applied:
-        options = ctx.options
-        return Applied(**{name: bool(getattr(options, name)) for name in HandtunedDecodeOptions.KERNELS})
+    def applied_kernels(self, ctx: WorkflowContext[HandtunedDecodeOptions]) -> Applied:
+        return Applied(**ctx.options.model_dump(include=set(HandtunedDecodeOptions.KERNELS)))
 
 
 def _row_kernel(pdl: bool):
@@ -45,10 +46,8 @@ def _attention_kernel(config, pdl: bool):
     return partial(attention.decode_attention, pdl=pdl)
 
 
-def _gemm_kernel(ctx, pdl: bool):
+def _gemm_kernel(ctx: WorkflowContext[HandtunedDecodeOptions], pdl: bool):
     """Unfit for a batch the kernel does not cover."""
-    import torch
-
     from mlcbench.workers.kernels import gemm
 
     if ctx.job.batch_size > gemm.MAX_ROWS:

@@ -3,10 +3,13 @@
 Engines are built at the first run, for an explicit shape profile (1 x 1 up to the job's batch x sequence), and
 cached in the env cache so a later job with the same model and shapes loads them instead of building."""
 
+from typing import Any, Callable
+
 import torch
 
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Prepared, Unsupported, Workflow
+from mlcbench.schema.options import OnnxRuntimeOptions
+from mlcbench.workers.interface import Prepared, Unsupported, Workflow, WorkflowContext
 from mlcbench.workers.stacks.onnx_export import export_synthetic, require_provider, runner, session
 
 WORKSPACE_BYTES = 8 << 30
@@ -23,8 +26,9 @@ def profile_shapes(inputs: tuple[torch.Tensor, ...], smallest: bool) -> str:
     return ",".join(shapes)
 
 
-class OnnxRuntimeTensorRT(Workflow):
-    def compile_module(self, module, inputs, ctx):
+class OnnxRuntimeTensorRT(Workflow[OnnxRuntimeOptions]):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[OnnxRuntimeOptions]) -> Prepared[Callable[..., object]]:
         if ctx.dtype == torch.bfloat16:
             raise Unsupported("onnxruntime_trt: bf16 needs the TensorRT EP's bf16 mode and bf16 IO binding, which "
                               "this adapter does not set up")
@@ -33,7 +37,7 @@ class OnnxRuntimeTensorRT(Workflow):
         fp16 = ctx.dtype == torch.float16
         engines = ctx.cache_dir / "trt_engines"
         engines.mkdir(parents=True, exist_ok=True)
-        trt_options = {
+        trt_options: dict[str, Any] = {
             "device_id": ctx.device.index or 0,
             "trt_fp16_enable": fp16,
             "trt_engine_cache_enable": True,

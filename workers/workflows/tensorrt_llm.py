@@ -10,7 +10,9 @@ import time
 import torch
 
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Generation, Prepared, Workflow, require
+from mlcbench.schema.results import Setting
+from mlcbench.schema.options import NoOptions
+from mlcbench.workers.interface import CausalLM, Generation, LLMRunner, Prepared, Workflow, WorkflowContext, require
 from mlcbench.workers.stacks.trt_settings import version_tuple
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
@@ -44,8 +46,8 @@ class TensorRTLLMRunner:
             shutdown()  # its executor holds the GPU memory and worker processes: free them for the next job
 
 
-class TensorRTLLM(Workflow):
-    def prepare_llm(self, model, ctx):
+class TensorRTLLM(Workflow[NoOptions]):
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
         tensorrt_llm = require("tensorrt_llm")
         from tensorrt_llm import LLM, SamplingParams
 
@@ -57,6 +59,7 @@ class TensorRTLLM(Workflow):
         from tensorrt_llm.llmapi import KvCacheConfig
 
         options["kv_cache_config"] = KvCacheConfig(free_gpu_memory_fraction=KV_CACHE_FRACTION)
+        notes: dict[str, Setting]
         if version_tuple(tensorrt_llm.__version__) < (1, 0):
             from tensorrt_llm import BuildConfig
 

@@ -9,12 +9,18 @@ handtuned_decode row's. Inductor's caches and dynamo's precompile cache live in 
 process loads the compiled step instead of tracing the model again."""
 
 from contextlib import contextmanager
+from typing import Iterator, TypeVar
+
 
 from mlcbench.schema import Applied
+from mlcbench.schema.options import TorchCompileDecodeOptions
 from mlcbench.workers.decode.compiled_step import TUNING, CompiledStepRunner, pdl_unavailable
 from mlcbench.workers.decode.static_llama import Kernels, StaticLlama, Unfit
-from mlcbench.workers.interface import Prepared, Unsupported, Workflow
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext
 from mlcbench.workers.stacks.inductor_cache import job_shape, warm_start_caches
+
+# torch_compile_decode's options, or those of a workflow built on it (handtuned_decode's)
+DecodeOptionsT = TypeVar("DecodeOptionsT", bound=TorchCompileDecodeOptions)
 
 
 def eos_token_ids(model) -> list[int]:
@@ -24,28 +30,27 @@ def eos_token_ids(model) -> list[int]:
     return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
 
 
-class TorchCompileDecode(Workflow):
+class TorchCompileDecode(Workflow[DecodeOptionsT]):
     @contextmanager
-    def compiling(self, ctx):
+    def compiling(self, ctx: WorkflowContext[DecodeOptionsT]) -> Iterator[tuple[str, ...]]:
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             yield caches
 
-    def kernels(self, model, ctx) -> Kernels:
+    def kernels(self, model: CausalLM, ctx: WorkflowContext[DecodeOptionsT]) -> Kernels:
         """The kernels injected into the step in place of Inductor's and cuBLAS's: none, the compiler's own."""
         return Kernels()
 
-    def applied_kernels(self, ctx) -> Applied:
+    def applied_kernels(self, ctx: WorkflowContext[DecodeOptionsT]) -> Applied:
         """What the result records of the injected kernels: nothing, none is."""
         return Applied()
 
-    def prepare_llm(self, model, ctx):
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[DecodeOptionsT]) -> Prepared[LLMRunner]:
         options = ctx.options
-        fused, pdl = options.fused_projections is not False, bool(options.pdl)
+        fused, pdl, prefill_graph = options.fused_projections, options.pdl, options.prefill_graph
         # a cell named +PDL whose kernels are the base's would be a mislabelled measurement
         why_no_pdl = pdl_unavailable(ctx.device) if pdl else None
         if why_no_pdl:
             raise Unsupported(f"{self.name}: {why_no_pdl}")
-        prefill_graph = bool(options.prefill_graph)
         if prefill_graph and ctx.device.type != "cuda":
             raise Unsupported(f"{self.name}: prefill_graph: CUDA graphs need a CUDA GPU; this job runs on "
                               f"{ctx.device.type}")
@@ -54,8 +59,7 @@ class TorchCompileDecode(Workflow):
                                  **self.kernels(model, ctx)._asdict())
         except Unfit as unfit:
             raise Unsupported(f"{self.name}: {unfit}") from None
-        # CUDA graphs need a GPU; on a CPU the same graphs run without them
-        mode = options.compile_mode or ("reduce-overhead" if ctx.device.type == "cuda" else "default")
+        mode = options.mode_on(ctx.device.type)
         applied = Applied(backend="inductor", compile_mode=mode, kv_cache="static", dynamic_shapes=False,
                           decode_loop="compiled_step", fused_projections=fused, pdl=pdl, prefill_graph=prefill_graph)
         return Prepared(CompiledStepRunner(static, eos_token_ids(model), mode, pdl, prefill_graph),

@@ -11,10 +11,13 @@ process and a loaded graph never holds another job's model."""
 import collections  # noqa: F401  (read by the compiled _forward: see torch_compile_static)
 import functools
 from contextlib import contextmanager
+from typing import Iterator
+
 
 from mlcbench.schema import Applied
+from mlcbench.schema.options import TorchCompileOptions
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
-from mlcbench.workers.interface import Prepared, Workflow
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 from mlcbench.workers.stacks.inductor_cache import (compile_for_warm_start, forget_installed_globals, job_shape,
                                                      warm_start_caches)
 
@@ -23,14 +26,14 @@ def _forward(model, *args, **kwargs):
     return type(model).forward(model, *args, **kwargs)
 
 
-class TorchCompileForward(Workflow):
+class TorchCompileForward(Workflow[TorchCompileOptions]):
     @contextmanager
-    def compiling(self, ctx):
+    def compiling(self, ctx: WorkflowContext[TorchCompileOptions]) -> Iterator[tuple[str, ...]]:
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             yield caches
 
-    def prepare_llm(self, model, ctx):
-        mode = ctx.options.compile_mode or "default"
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[TorchCompileOptions]) -> Prepared[LLMRunner]:
+        mode = ctx.options.compile_mode
         forget_installed_globals(globals(), _IMPORTED)
         model.forward = functools.partial(compile_for_warm_start(_forward, mode=mode), model)
         return Prepared(HFGenerateRunner(model, disable_compile=True),

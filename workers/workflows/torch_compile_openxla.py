@@ -23,8 +23,10 @@ from typing import Callable, Optional
 import torch
 
 from mlcbench.schema import Applied
+from mlcbench.schema.options import NoOptions
 from mlcbench.schema.results import Setting
-from mlcbench.workers.interface import Fragment, Generation, Prepared, Unsupported, Workflow, WorkflowContext, require
+from mlcbench.workers.interface import (CausalLM, Fragment, Generation, LLMRunner, Prepared, Unsupported, Workflow,
+                                        WorkflowContext, require)
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 
 CUDA_PLUGIN = "torch_xla_cuda_plugin"
@@ -44,7 +46,7 @@ class XLADevice:
     fragment: Fragment  # the backend, PJRT's environment and torch_xla's version
 
 
-def xla_device(ctx: WorkflowContext) -> XLADevice:
+def xla_device(ctx: WorkflowContext[NoOptions]) -> XLADevice:
     """The XLA device for this job (PJRT set up for the job's device first), and how to wait for it."""
     if ctx.device.type == "cuda" and importlib.util.find_spec(CUDA_PLUGIN) is None:
         raise Unsupported(f"torch_xla on a GPU needs its CUDA PJRT plugin ({CUDA_PLUGIN}), which is not installed "
@@ -99,18 +101,19 @@ class XLAGenerateRunner:
         return Generation(tokens=out.tokens.to(input_ids.device), step_logits=logits)
 
 
-class TorchCompileOpenXLA(Workflow):
+class TorchCompileOpenXLA(Workflow[NoOptions]):
     # generate()'s KV cache: "dynamic" (the paper's recipe, Hugging Face's default) or "static"
     cache = "dynamic"
 
-    def compile_module(self, module, inputs, ctx):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[NoOptions]) -> Prepared[Callable[..., object]]:
         xla = xla_device(ctx)
         module.to(xla.device)
         on_device = tuple(tensor.to(xla.device) for tensor in inputs)
         compiled = torch.compile(module, backend="openxla", dynamic=False)
         return Prepared(lambda *_: compiled(*on_device), Applied(dynamic_shapes=False), xla.sync).fold(xla.fragment)
 
-    def prepare_llm(self, model, ctx):
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
         xla = xla_device(ctx)
         model.to(xla.device)
         model.forward = torch.compile(model.forward, backend="openxla")

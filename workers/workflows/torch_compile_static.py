@@ -11,6 +11,7 @@ guards that load, and a loaded graph never holds another job's model."""
 import collections  # noqa: F401  (read by the compiled _forward: see there)
 import functools
 from contextlib import contextmanager
+from typing import Iterator
 
 from transformers import CompileConfig
 
@@ -18,7 +19,8 @@ from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 from mlcbench.workers.stacks.inductor_cache import (compile_for_warm_start, forget_installed_globals, job_shape,
                                                      warm_start_caches)
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Prepared, Workflow
+from mlcbench.schema.options import TorchCompileStaticOptions
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext
 
 
 def _forward(model, **inputs):
@@ -35,14 +37,14 @@ def install_compiled_call(model, config: CompileConfig) -> None:
     model.get_compiled_call = lambda compile_config: call
 
 
-class TorchCompileStatic(Workflow):
+class TorchCompileStatic(Workflow[TorchCompileStaticOptions]):
     @contextmanager
-    def compiling(self, ctx):
+    def compiling(self, ctx: WorkflowContext[TorchCompileStaticOptions]) -> Iterator[tuple[str, ...]]:
         with warm_start_caches(ctx.cache_dir, ctx.device, precompile_shape=job_shape(ctx.job)) as caches:
             yield caches
 
-    def prepare_llm(self, model, ctx):
-        mode = ctx.options.compile_mode or "reduce-overhead"
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[TorchCompileStaticOptions]) -> Prepared[LLMRunner]:
+        mode = ctx.options.compile_mode
         config = CompileConfig(fullgraph=True, mode=mode)
         if ctx.device.type == "cpu":
             # generate() auto-compiles only on accelerators; this private switch lets the same recipe run on a CPU

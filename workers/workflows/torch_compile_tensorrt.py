@@ -5,15 +5,19 @@ static KV cache, and on a failed graph it quietly runs PyTorch instead (pass_thr
 generate() timing would not be a TensorRT timing. The torch_tensorrt workflow runs LLMs with its own decode loop.
 """
 
+from typing import Callable
+
 import torch
 
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Prepared, Workflow, require
+from mlcbench.schema.options import TensorrtOptions
+from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, require
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 
-class TorchCompileTensorRT(Workflow):
-    def compile_module(self, module, inputs, ctx):
+class TorchCompileTensorRT(Workflow[TensorrtOptions]):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[TensorrtOptions]) -> Prepared[Callable[..., object]]:
         torch_tensorrt = require("torch_tensorrt", "import registers the 'tensorrt' torch.compile backend")
         options, configured = compilation_settings(torch_tensorrt, ctx)
         return Prepared(torch.compile(module, backend="tensorrt", dynamic=False, options=options),

@@ -5,16 +5,20 @@ LLMs: no official recipe runs generate() on a TensorRT module (2.7 has no KV-cac
 greedy loop without a KV cache: each step runs the whole sequence through one engine built for every length the
 loop will see (a dynamic sequence dimension, batch fixed to the job's)."""
 
+from typing import Callable
+
 import torch
 
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Prepared, Workflow, require
+from mlcbench.schema.options import TensorrtOptions
+from mlcbench.workers.interface import CausalLM, LLMRunner, Prepared, Workflow, WorkflowContext, require
 from mlcbench.workers.decode.greedy import GreedyRunner, LogitsOnly
 from mlcbench.workers.stacks.trt_settings import compilation_settings
 
 
-class TorchTensorRT(Workflow):
-    def compile_module(self, module, inputs, ctx):
+class TorchTensorRT(Workflow[TensorrtOptions]):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[TensorrtOptions]) -> Prepared[Callable[..., object]]:
         torch_tensorrt = require("torch_tensorrt")
         options, configured = compilation_settings(torch_tensorrt, ctx)
         exported = torch.export.export(module, inputs)
@@ -26,7 +30,7 @@ class TorchTensorRT(Workflow):
                         Applied(backend="tensorrt", export="torch.export", dynamic_shapes=False),
                         notes={"saved_program": str(path)}).fold(configured)
 
-    def prepare_llm(self, model, ctx):
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[TensorrtOptions]) -> Prepared[LLMRunner]:
         torch_tensorrt = require("torch_tensorrt")
         options, configured = compilation_settings(torch_tensorrt, ctx)
         job = ctx.job

@@ -14,8 +14,10 @@ from typing import Callable, Iterator, Optional
 import torch
 
 from mlcbench.schema import Applied
+from mlcbench.schema.options import NoOptions
 from mlcbench.schema.results import Setting
-from mlcbench.workers.interface import Generation, Prepared, Unsupported, Workflow, WorkflowContext, require
+from mlcbench.workers.interface import (CausalLM, Generation, LLMRunner, Prepared, Unsupported, Workflow, WorkflowContext,
+                                        require)
 from mlcbench.workers.decode.greedy import GreedyRunner
 from mlcbench.workers.stacks.jax_traces import TRACES, ExportedForward, JaxCompileCounts, trace_key, trace_parts
 
@@ -41,14 +43,14 @@ def _named_tensor_overloads_tolerated(seen: list) -> Iterator[None]:
             seen.append(f"{self._qualified_op_name}.{key}")
             return ("missing overload", self._qualified_op_name, key)
 
-    packet.__getattr__ = lookup
+    packet.__getattr__ = lookup  # type: ignore[method-assign]
     try:
         yield
     finally:
-        packet.__getattr__ = original
+        packet.__getattr__ = original  # type: ignore[method-assign]
 
 
-def _load(ctx: WorkflowContext):
+def _load(ctx: WorkflowContext[NoOptions]):
     """torchax, its environment and jax, and the notes that record them."""
     # JAX takes 75 % of GPU memory at start-up unless told not to: peak-memory figures would mean nothing
     notes: dict[str, Setting] = {PREALLOCATE: os.environ.setdefault(PREALLOCATE, "false")}
@@ -84,7 +86,7 @@ class _TorchaxGreedy:
 
     def __init__(self, env, forward: Callable, eos_token_id: Optional[int], block: Callable):
         self.env = env
-        self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))
+        self.greedy = GreedyRunner(forward, eos_token_id=eos_token_id, sync=lambda ids: block(ids.jax()))  # type: ignore[attr-defined]
 
     def generate(self, input_ids, max_new_tokens, with_logits=False, on_token=None, forced_tokens=None):
         with self.env:
@@ -106,12 +108,12 @@ class _LastLogits(torch.nn.Module):
         return self.model(input_ids=input_ids, use_cache=False).logits[:, -1:, :]
 
 
-class Torchax(Workflow):
+class Torchax(Workflow[NoOptions]):
     def __init__(self) -> None:
         self.counts = JaxCompileCounts()
 
     @contextmanager
-    def compiling(self, ctx):
+    def compiling(self, ctx: WorkflowContext[NoOptions]) -> Iterator[tuple[str, ...]]:
         """JAX's persistent compilation cache in the workflow's cache folder: a later process loads the XLA programs
         an earlier one compiled (an LLM's greedy loop without a KV cache compiles one per sequence length, minutes
         in all) instead of compiling them again; and what it found there, counted."""
@@ -122,7 +124,8 @@ class Torchax(Workflow):
         with self.counts.listening():
             yield ("jax_compilation_cache",)
 
-    def compile_module(self, module, inputs, ctx):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[NoOptions]) -> Prepared[Callable[..., object]]:
         torchax, env, jax, notes = _load(ctx)
         with env:
             _to_jax(module)
@@ -137,7 +140,7 @@ class Torchax(Workflow):
         return Prepared(run, Applied(backend="torchax (jax.jit)", dynamic_shapes=False), jax.block_until_ready,
                         notes, cache_counter=self.counts)
 
-    def prepare_llm(self, model, ctx):
+    def prepare_llm(self, model: CausalLM, ctx: WorkflowContext[NoOptions]) -> Prepared[LLMRunner]:
         torchax, env, jax, notes = _load(ctx)
         with env:
             begin = time.perf_counter()

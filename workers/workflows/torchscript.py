@@ -7,15 +7,18 @@ torch deprecates torch.jit in favour of torch.compile and torch.export, and warn
 silenced here, the fact is the workflow's description in the catalog."""
 
 import warnings
+from typing import Callable
 
 import torch
 
 from mlcbench.schema import Applied
-from mlcbench.workers.interface import Prepared, Workflow
+from mlcbench.schema.options import NoOptions
+from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext
 
 
-class TorchScript(Workflow):
-    def compile_module(self, module, inputs, ctx):
+class TorchScript(Workflow[NoOptions]):
+    def compile_module(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+                       ctx: WorkflowContext[NoOptions]) -> Prepared[Callable[..., object]]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             traced = torch.jit.trace(module.eval(), inputs)

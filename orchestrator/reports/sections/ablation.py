@@ -40,9 +40,10 @@ def techniques_run(result: Result) -> Optional[tuple[str, ...]]:
 
 
 def _without_techniques(result: Result) -> str:
-    """The cell's settings with its technique options cleared: cells that differ only in those share it."""
+    """The cell's settings with its technique options at their defaults: cells that differ only in those share it."""
     job = result.job
-    cleared = job.options.model_copy(update={name: None for name in WORKFLOWS[job.workflow].techniques})
+    fields = type(job.options).model_fields
+    cleared = job.options.model_copy(update={name: fields[name].default for name in WORKFLOWS[job.workflow].techniques})
     return job.model_copy(update={"options": cleared}).cell_settings
 
 
