@@ -5,6 +5,7 @@ way takes out the time it stood stopped. Through the real CLI, on the CPU, with 
 import threading
 import time
 
+from mlcbench.orchestrator.reports.sections.costs import cost_rows
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.sweep import sharing
 from mlcbench.schema import GpuInfo, JobSpec
@@ -30,6 +31,10 @@ def test_an_overlapped_sweep_keeps_every_timed_window_apart_while_processes_run_
         (process,) = result.metrics.latency.processes
         assert process.launched_at < process.window.opened_at < process.window.closed_at <= process.ended_at
         assert process.compile_stopped_s is not None and process.compile_stopped_s <= process.stopped_s
+    # the compile report says each compile ran beside others, on the lane's share of the cores
+    rows = cost_rows(results)
+    assert len(rows) == 4 and all(row.beside_n == 1 for row in rows)
+    assert all(row.beside_cpus == results[0].provenance.host_cpus for row in rows)
 
 
 def test_overlap_is_refused_where_workers_cannot_stop_one_another(mlcbench, tmp_path):

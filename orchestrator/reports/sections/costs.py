@@ -10,7 +10,7 @@ from typing import Iterable, Literal, Optional
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import CellKey, workflow_order
 from mlcbench.orchestrator.reports.table import Cell, Column, Section, table_section, text_cells
-from mlcbench.schema import Result
+from mlcbench.schema import ProcessTiming, Result
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,11 @@ class CostRow(CellKey):
     peak_mem_bytes: Optional[int]
     compile_cold_n: int = 0
     compile_warm_n: int = 0
+    # its processes that compiled beside others on their GPU (--overlap), on how many of the host's cores, and the
+    # seconds they stood stopped while a neighbour timed (taken out of their compile times)
+    beside_n: int = 0
+    beside_cpus: Optional[int] = None
+    beside_stopped_s: float = 0.0
 
 
 def _ok_by_cell(results: Iterable[Result]) -> dict[CellKey, list[Result]]:
@@ -39,11 +44,15 @@ def _ok_by_cell(results: Iterable[Result]) -> dict[CellKey, list[Result]]:
     return groups
 
 
+def _processes(result: Result) -> list[ProcessTiming]:
+    latency = result.metrics.latency
+    return [*latency.processes, *latency.other_series] if latency else []
+
+
 def _compiles(result: Result) -> list[tuple[float, Optional[str]]]:
     """(compile seconds, Inductor cache state) of each worker process of a result (one, for a single-process one),
     a series set aside included."""
-    latency = result.metrics.latency
-    processes = [*latency.processes, *latency.other_series] if latency else []
+    processes = _processes(result)
     measured = [(p.compile_s, p.compile_cache) for p in processes if p.compile_s is not None]
     if measured:
         return measured
@@ -112,6 +121,8 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
         load_times = [r.metrics.load_s for r in members if r.metrics.load_s is not None]
         import_times = [seconds for r in members for seconds in _compiler_imports(r)]
         peaks = [r.metrics.peak_mem_bytes for r in members if r.metrics.peak_mem_bytes is not None]
+        beside = [(p.compile_stopped_s, r.provenance.host_cpus) for r in members for p in _processes(r)
+                  if p.compile_stopped_s is not None]
         rows.append(CostRow(
             **vars(key), options=members[0].job.options.non_default(),
             compile_s_median=median(compile_times) if compile_times else None,
@@ -121,7 +132,9 @@ def cost_rows(results: Iterable[Result], attempts: Optional[Iterable[Result]] = 
             load_s_median=median(load_times) if load_times else None,
             compiler_import_s_median=median(import_times) if import_times else None,
             peak_mem_bytes=max(peaks) if peaks else None,
-            compile_cold_n=sum(n for _, n in by_cache["cold"]), compile_warm_n=sum(n for _, n in by_cache["warm"])))
+            compile_cold_n=sum(n for _, n in by_cache["cold"]), compile_warm_n=sum(n for _, n in by_cache["warm"]),
+            beside_n=len(beside), beside_cpus=min((cpus for _, cpus in beside if cpus), default=None),
+            beside_stopped_s=sum(stopped for stopped, _ in beside)))
     return sorted(rows, key=lambda r: (r.model, r.gpu, r.env, workflow_order(r.workflow), r.options, r.precision,
                                        r.batch, r.settings))
 
@@ -130,7 +143,7 @@ COLUMNS = (Column("model"), Column("workflow"), Column("options"), Column("preci
            Column("gpu"), Column("env"), Column("compile s (median)", numeric=True),
            Column("compile s (max)", numeric=True), Column("cold / warm s (processes)", numeric=True),
            Column("load s (median)", numeric=True), Column("compiler import s", numeric=True),
-           Column("peak memory", numeric=True))
+           Column("peak memory", numeric=True), Column("beside others"))
 
 
 def _cells(row: CostRow) -> tuple[Cell, ...]:
@@ -138,7 +151,14 @@ def _cells(row: CostRow) -> tuple[Cell, ...]:
                       row.env, fmt.number(row.compile_s_median), fmt.number(row.compile_s_max),
                       fmt.cold_warm(row.compile_cold_s, row.compile_cold_n, row.compile_warm_s, row.compile_warm_n),
                       fmt.number(row.load_s_median), fmt.number(row.compiler_import_s_median),
-                      fmt.gigabytes(row.peak_mem_bytes))
+                      fmt.gigabytes(row.peak_mem_bytes), _beside(row))
+
+
+def _beside(row: CostRow) -> str:
+    if not row.beside_n:
+        return "—"
+    cores = f" on {row.beside_cpus} cores" if row.beside_cpus else ""
+    return f"{row.beside_n} process(es){cores}, {row.beside_stopped_s:.1f} s stopped taken out"
 
 
 def costs_section(rows: Iterable[CostRow]) -> Optional[Section]:
@@ -146,5 +166,7 @@ def costs_section(rows: Iterable[CostRow]) -> Optional[Section]:
         "Compile time and peak memory", "one row per cell that ended ok (one program: its options, precision and "
         "batch); compile: the first call, compile included; cold / warm: "
         "the compile caches empty / full, the median over that many processes; compiler import: the workflow's "
-        "compiler imported before the model is built, once a process, caches or not (not in the compile times)",
+        "compiler imported before the model is built, once a process, caches or not (not in the compile times); "
+        "beside others: processes that compiled while others shared their GPU (--overlap), on their share of the "
+        "host's cores, the time they stood stopped while a neighbour timed taken out of their compile times",
         COLUMNS, tuple(_cells(row) for row in rows))
