@@ -16,7 +16,7 @@ ALLOWED = {"schema": set(), "workers": {"schema"}, "orchestrator": {"schema"}}
 # workers/, bottom to top, by its top-level modules and folders: a module imports its own layer and those below it,
 # never one above, at module level or inside a function
 WORKER_LAYERS = (
-    ("interface",),  # what a workflow is and returns: Workflow, WorkflowContext, Unsupported, Generation, LLMRunner
+    ("interface", "files"),  # files: writes another process may read at once; interface: what a workflow is and returns: Workflow, WorkflowContext, Unsupported, Generation, LLMRunner
     ("models",),
     ("stacks",),  # helpers shared by one stack's workflows
     ("kernels",),  # mlcbench's own Triton kernels, which handtuned_decode injects into the compiled decode step

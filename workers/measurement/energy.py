@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from mlcbench.schema.results import EnergyWindow
+from mlcbench.workers.files import write_atomically
 from mlcbench.workers.measurement.clocks import nvml_handle
 
 # the counter's update period may be at most this share of the window (a reading is up to one period stale)
@@ -71,11 +72,8 @@ def _period_file(cache_root: Path, device_uuid: str) -> Path:
 
 
 def remember_update_period(cache_root: Path, device_uuid: str, period_s: float) -> None:
-    path = _period_file(cache_root, device_uuid)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps({"update_period_s": period_s}), encoding="utf-8")
-    partial.replace(path)
+    write_atomically(_period_file(cache_root, device_uuid),
+                     lambda file: file.write(json.dumps({"update_period_s": period_s}).encode()))
 
 
 def update_period(cache_root: Path, device_uuid: str) -> tuple[Optional[float], Optional[str]]:

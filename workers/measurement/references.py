@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from mlcbench.schema.jobs import Precision
 from mlcbench.schema.protocol import REFERENCE_CACHE_ENV
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.probes import gpu_info, package_versions
+from mlcbench.workers.files import write_atomically
 from mlcbench.workers.stacks.code_key import worker_code
 
 # what a model kind's reference() returns and its use_reference() takes: tensors and plain values, all that
@@ -154,15 +154,7 @@ def _read(path: Path, key: ReferenceKey) -> tuple[ReferenceState, dict[str, Sett
 
 
 def _write(path: Path, key: ReferenceKey, state: ReferenceState, notes: dict[str, Setting]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save({"key": key.model_dump_json(), "state": state, "notes": notes}, file)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(path, lambda file: torch.save({"key": key.model_dump_json(), "state": state, "notes": notes}, file))
 
 
 def _checkpoint_files(folder: Optional[str]) -> tuple[CheckpointFile, ...]:

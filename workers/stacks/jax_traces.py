@@ -15,7 +15,6 @@ import importlib.metadata
 import inspect
 import os
 import platform
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional
 
 from mlcbench.schema import CacheCounts
+from mlcbench.workers.files import write_atomically
 from mlcbench.workers.stacks.code_key import artifact_key as trace_key  # noqa: F401  (torchax's traces' folder)
 
 if TYPE_CHECKING:
@@ -159,20 +159,7 @@ class ExportedForward:
             self.counts.traces_loaded += 1
         except FileNotFoundError:
             serialized = self.jax.export.export(self.traced)(*self.weights, ids).serialize()
-            _write_atomically(path, serialized)
+            write_atomically(path, lambda file: file.write(serialized))
             self.counts.traces_exported += 1
         # the first process too runs what it wrote: the same program as every later one, so the same cache key
         return self.jax.export.deserialize(serialized)
-
-
-def _write_atomically(path: Path, data: bytes | bytearray) -> None:
-    """Another process may read the file meanwhile: it finds it whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
