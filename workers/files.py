@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 
-def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """write() into a temporary file beside `path`, then rename it over `path`: a reader finds it whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
