@@ -50,7 +50,12 @@ def clocks_during_calls(cuda: bool) -> Optional[Callable[[], Optional[Clocks]]]:
     """A reader for the current CUDA device's clocks while timed calls run (None on a CPU)."""
     if not cuda:
         return None
+    uuid = current_gpu_uuid()
+    return lambda: read_clocks(uuid, "during")
+
+
+def current_gpu_uuid() -> str:
+    """The current CUDA device's UUID as NVML names it."""
     import torch
 
-    uuid = f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}"
-    return lambda: read_clocks(uuid, "during")
+    return f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}"

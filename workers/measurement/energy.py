@@ -20,7 +20,7 @@ from typing import Optional
 
 from mlcbench.schema.results import EnergyWindow
 from mlcbench.workers.files import write_atomically
-from mlcbench.workers.measurement.clocks import nvml_handle
+from mlcbench.workers.measurement.clocks import current_gpu_uuid, nvml_handle
 
 # the counter's update period may be at most this share of the window (a reading is up to one period stale)
 MAX_PERIOD_SHARE = 0.05
@@ -221,8 +221,7 @@ def energy_meter(cuda: bool, calls: int, cache_root: Path) -> EnergyMeter:
     """The meter of the current CUDA device's timed calls (on a CPU, one that says there is no counter)."""
     if not cuda:
         return EnergyMeter(None, calls, reason="a CPU run: no GPU energy counter")
-    import torch
 
-    uuid = f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}"
+    uuid = current_gpu_uuid()
     period, reason = update_period(cache_root, uuid)
     return EnergyMeter(uuid, calls, period, reason, cache_root)

@@ -7,6 +7,7 @@ from importlib import metadata
 from typing import Optional
 
 from mlcbench.schema import GpuInfo
+from mlcbench.workers.measurement.clocks import current_gpu_uuid
 
 TRACKED_PACKAGES = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu", "onnx", "tensorrt", "torch_tensorrt",
                     "tensorrt_llm", "torch_xla", "jax", "jaxlib", "torchax", "triton", "numpy")
@@ -18,9 +19,9 @@ def gpu_info() -> Optional[GpuInfo]:
         import torch
 
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        uuid = current_gpu_uuid()
     except Exception:
         return None
-    uuid = f"GPU-{props.uuid}"
     info = dict(name=props.name, uuid=uuid, compute_capability=f"{props.major}.{props.minor}",
                 memory_total_bytes=props.total_memory)
     try:

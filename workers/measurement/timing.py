@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Protocol, Sequence
 
 from mlcbench.schema import Clocks, ProcessTiming, Timing
+from mlcbench.workers.measurement.clocks import current_gpu_uuid
 
 
 # a process's calls kept in the store, evenly spread in call order (a minimum window can time thousands of sub-ms calls)
@@ -213,7 +214,7 @@ def peak_memory(cuda: bool) -> Iterator[PeakMemory]:
     import torch
 
     torch.cuda.reset_peak_memory_stats()
-    sampler = NvmlMemorySampler(f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}")
+    sampler = NvmlMemorySampler(current_gpu_uuid())
     sampler.start()
     figures = PeakMemory(sampler)
     try:
