@@ -63,9 +63,6 @@ EAGER_DEVICES = ("cpu", "cuda")
 # Seeded input sets (prompts, or a synthetic model's inputs) each with its own checked output, cycled through the timed
 # calls: a call that hands back an earlier call's output, computing nothing, differs from its own set's
 INPUT_SETS = 3
-# A timed LLM call counts as checked where its tokens were compared with its input set's checked call at this share of
-# the timed calls' tokens at least (a cell below it says "timed calls not checked")
-TIMED_TOKENS_CHECKED = 0.9
 
 
 def with_timed_calls(checked: Correctness, calls: int, failed: int, why: str, **fields: object) -> Correctness:

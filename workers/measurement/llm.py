@@ -11,12 +11,11 @@ from typing import Callable, ContextManager, Optional
 import torch
 
 from mlcbench.schema import WORKFLOWS, Correctness, Timing
-from mlcbench.schema.results import Setting
+from mlcbench.schema.results import TIMED_TOKENS_CHECKED, Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import (EAGER_DEVICES, INPUT_SETS, TIMED_TOKENS_CHECKED,
-                                                      against_eager, certain_mask, compare_greedy_tokens,
-                                                      compare_teacher_forced, compare_with_checked_call,
-                                                      InputSetsChecked, with_timed_calls)
+from mlcbench.workers.measurement.correctness import (EAGER_DEVICES, INPUT_SETS, InputSetsChecked, against_eager,
+                                                      certain_mask, compare_greedy_tokens, compare_teacher_forced,
+                                                      compare_with_checked_call, with_timed_calls)
 from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.measurement.timing import time_calls, timed_once
 from mlcbench.workers.models import llm

@@ -9,8 +9,8 @@ import torch
 from mlcbench.schema import WORKFLOWS, Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import (CALL_TO_CALL_NOISE, EAGER_DEVICES, INPUT_SETS, as_torch,
-                                                      compare_tensors, InputSetsChecked, with_timed_calls)
+from mlcbench.workers.measurement.correctness import (CALL_TO_CALL_NOISE, EAGER_DEVICES, INPUT_SETS, InputSetsChecked,
+                                                      as_torch, compare_tensors, with_timed_calls)
 from mlcbench.workers.measurement.device_time import device_times
 from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.models import synthetic
