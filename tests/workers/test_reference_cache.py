@@ -111,7 +111,7 @@ def test_the_reference_read_is_what_the_check_compares_against(tmp_path):
     job = synthetic_job()
     state, _ = provided(job, tmp_path)
     key = ReferenceKey.of(job)
-    references._write(tmp_path / FOLDER / key.file_name(), key, {"expected": 2 * state["expected"]}, {})
+    references._write(tmp_path / FOLDER / key.file_name(), key, {**state, "expected": 2 * state["expected"]}, {})
     result = run_job(job, tmp_path)
     assert result.metrics.settings["reference"] == "read from cache"
     assert not result.correctness.passed and result.correctness.rel_l2_error == pytest.approx(0.5)
