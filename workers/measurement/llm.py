@@ -41,22 +41,24 @@ class LLM(ModelKind[LLMRunner]):
         self.input_set = 0  # the prompt of the latest call()
 
     def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> ReferenceState:
-        """Eager's generation of each prompt, stacked [sets, ...]: the first as every check before input sets had."""
+        """Eager's generation of each prompt, stacked [sets, ...] on the CPU (the device holds one at a time)."""
         generations, golds = [], []
         for prompt in self.prompts:
             generation = HFGenerateRunner(self.model, disable_compile=True).generate(
                 prompt, self.ctx.job.output_len, with_logits=True)
             with set_aside():
                 golds.append(_fp32_logits(self.model, prompt, generation, self.ctx, notes))
-            generations.append(generation)
+            generations.append(Generation(generation.tokens.cpu(), generation.step_logits.cpu()))
         return {"tokens": torch.stack([generation.tokens for generation in generations]),
                 "step_logits": torch.stack([generation.step_logits for generation in generations]),
                 "gold_logits": None if golds[0] is None else torch.stack(golds)}
 
     def use_reference(self, state: ReferenceState) -> None:
         device, gold = self.ctx.device, state["gold_logits"]  # gold on the CPU, where _fp32_logits leaves it
-        self.references = [Generation(tokens.to(device), logits.to(device))
-                           for tokens, logits in zip(state["tokens"], state["step_logits"])]
+        # the first prompt's on the device (its tokens are fed to the teacher-forced calls); the others are compared on
+        # the CPU only
+        self.references = [Generation(tokens.to(device), logits.to(device)) if index == 0 else Generation(tokens, logits)
+                           for index, (tokens, logits) in enumerate(zip(state["tokens"], state["step_logits"]))]
         self.golds = [None] * len(self.references) if gold is None else list(gold)
         self.reference_generation, self.gold_logits = self.references[0], self.golds[0]
         self.checked_runs: list[Generation] = []  # per input set, its call running free, checked before the timed ones
