@@ -2,8 +2,8 @@
 (tests/workers/plants/sitecustomize.py), each in a cell of its own: a wrong token in the timed calls only (at batch 1,
 where eager's first near-tie left nothing to compare), timed calls that hand back an earlier call's output (an LLM and
 a synthetic model), eager's logits plus 1e-6, and a synthetic workflow that runs eager's module. Each fails its check
-(exit code 3) or carries its documented label; the correct cells pass (test_planted_cli.py, fp32 and bf16, batch 1
-and 4)."""
+(exit code 3) or carries its documented label; the correct cells pass in fp32 and bf16 at batch 1 and 4 (here the
+synthetic ones, test_planted_cli.py the LLMs)."""
 
 import json
 from pathlib import Path
@@ -28,9 +28,10 @@ def planted_suite(tmp_path: Path) -> Path:
     lines += ["[[entries]]", f"models = {json.dumps(list(LLM_PLANTS))}", 'workflows = ["torch_compile_decode"]',
               "batch_sizes = [1]", 'precision = "bf16"', "input_len = 16", "output_len = 8", "warmup = 0",
               "repeats = 4", "repetition = { processes = 1 }"]
-    lines += ["[[entries]]", f"models = {json.dumps([*SYNTHETIC_PLANTS, CORRECT_SYNTHETIC])}",
-              'workflows = ["torchscript"]', "batch_sizes = [1, 4]", 'precision = "bf16"', "input_len = 8",
-              "warmup = 0", "repeats = 4", "repetition = { processes = 1 }"]
+    for precision, models in (("bf16", [*SYNTHETIC_PLANTS, CORRECT_SYNTHETIC]), ("fp32", [CORRECT_SYNTHETIC])):
+        lines += ["[[entries]]", f"models = {json.dumps(models)}", 'workflows = ["torchscript"]',
+                  "batch_sizes = [1, 4]", f'precision = "{precision}"', "input_len = 8", "warmup = 0", "repeats = 4",
+                  "repetition = { processes = 1 }"]
     path = tmp_path / "planted-checks.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -39,9 +40,11 @@ def planted_suite(tmp_path: Path) -> Path:
 def test_bugs_that_passed_the_checks_of_issue_63_fail_them_through_the_cli(mlcbench, tmp_path):
     done, rows = sweep(mlcbench, tmp_path, planted_suite(tmp_path), {**LLM_PLANTS, **SYNTHETIC_PLANTS})
     assert done.returncode == ExitCode.JOBS_FAILED, done.stdout + done.stderr
-    results = {(model, batch): result for (model, _, batch), (status, result) in rows.items() if status == "ok"}
+    results = {(model, batch) if precision == "bf16" else (model, precision, batch): result
+               for (model, precision, batch), (status, result) in rows.items() if status == "ok"}
     assert set(results) == {*((model, 1) for model in LLM_PLANTS),
-                            *((model, batch) for model in (*SYNTHETIC_PLANTS, CORRECT_SYNTHETIC) for batch in (1, 4))}
+                            *((model, batch) for model in (*SYNTHETIC_PLANTS, CORRECT_SYNTHETIC) for batch in (1, 4)),
+                            *((CORRECT_SYNTHETIC, "fp32", batch) for batch in (1, 4))}
     checks = {cell: result["correctness"] for cell, result in results.items()}
 
     # right whenever checked (teacher-forced, and running free on each prompt), one token off in the timed calls
@@ -65,12 +68,12 @@ def test_bugs_that_passed_the_checks_of_issue_63_fail_them_through_the_cli(mlcbe
         assert stale["input_sets"] == 3 and not stale["passed"] and "input set 2" in stale["note"], stale
         silently_eager = results[("eager-matmul", batch)]
         assert silently_eager["correctness"]["passed"] and silently_eager["metrics"]["compiled_code_ran"] is False
-        clean = results[(CORRECT_SYNTHETIC, batch)]
-        assert clean["correctness"]["passed"] and clean["correctness"]["timed_calls_failed"] == 0, clean
-        assert clean["metrics"]["compiled_code_ran"] is True, clean
+        for clean in (results[(CORRECT_SYNTHETIC, batch)], results[(CORRECT_SYNTHETIC, "fp32", batch)]):
+            assert clean["correctness"]["passed"] and clean["correctness"]["timed_calls_failed"] == 0, clean
+            assert clean["correctness"]["input_sets"] == 3 and clean["metrics"]["compiled_code_ran"] is True, clean
 
     shown = mlcbench("results", "--model", "eager-matmul", "--model", CORRECT_SYNTHETIC)
     assert shown.returncode == ExitCode.OK, shown.stdout + shown.stderr
     lines = [line for line in shown.stdout.splitlines() if "matmul" in line]
-    assert all(("(not compiled)" in line) == ("eager-matmul" in line) for line in lines) and len(lines) == 4, \
+    assert all(("(not compiled)" in line) == ("eager-matmul" in line) for line in lines) and len(lines) == 6, \
         shown.stdout

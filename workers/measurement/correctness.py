@@ -74,20 +74,18 @@ def with_timed_calls(checked: Correctness, calls: int, failed: int, why: str, **
 
 @dataclass(frozen=True)
 class InputSetsChecked:
-    """A process's input sets: how many its timed calls cycle through, the calls that checked them against eager's
-    outputs for each, and why any failed."""
+    """A process's input sets: how many its timed calls cycle through (each with a checked call against eager's
+    output for it), and why any failed."""
 
     sets: int
-    calls: int
     failures: tuple[str, ...] = ()
 
 
 def with_input_sets(checked: Correctness, input_sets: InputSetsChecked) -> Correctness:
     """`checked` with its input sets' checked calls added: failed where any set's output was not eager's for it."""
     note = "; ".join(filter(None, [checked.note, *input_sets.failures])) or None
-    return checked.model_copy(update={
-        "input_sets": input_sets.sets, "passed": checked.passed and not input_sets.failures, "note": note,
-        "calls_checked": (checked.calls_checked or 1) + input_sets.calls})
+    return checked.model_copy(update={"input_sets": input_sets.sets,
+                                      "passed": checked.passed and not input_sets.failures, "note": note})
 
 
 def compare_with_checked_call(tokens: torch.Tensor, checked: Generation, dtype: torch.dtype) -> tuple[bool, int, str]:

@@ -117,7 +117,7 @@ class LLM(ModelKind[LLMRunner]):
                                 f"from eager's, tolerance {prefill.tolerance:.3g}" + (
                                     f" ({prefill.tokens_beyond_noise} token(s) beyond noise)"
                                     if prefill.tokens_beyond_noise else ""))
-        return InputSetsChecked(len(self.prompts), len(self.prompts), tuple(failures))
+        return InputSetsChecked(len(self.prompts), tuple(failures))
 
     def keep_timed(self, output: Generation) -> None:
         tokens = output.tokens
