@@ -34,11 +34,11 @@ class Synthetic(ModelKind[Callable[..., object]]):
 
     def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> ReferenceState:
         return {"expected": self.model(*self.inputs),
-                "expected_sets": [self.model(*inputs) for inputs in self.input_sets[1:]]}
+                "expected_sets": torch.stack([self.model(*inputs) for inputs in self.input_sets[1:]])}
 
     def use_reference(self, state: ReferenceState) -> None:
         self.expected = state["expected"].to(self.ctx.device)
-        self.expected_sets = [expected.to(self.ctx.device) for expected in state["expected_sets"]]
+        self.expected_sets = list(state["expected_sets"].to(self.ctx.device))
         self.eager_ops = aten_ops(lambda: self.model(*self.inputs))
         # per timed call, its output's relative difference from its set's checked call's (None: another shape)
         self.timed_differences: list[Callable[[], Optional[float]]] = []
