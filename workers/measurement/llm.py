@@ -113,10 +113,11 @@ class LLM(ModelKind[LLMRunner]):
                 Generation(reference.tokens[:, :1], reference.step_logits[:, :1]), dtype,
                 None if gold is None else gold[:, :1], runs_eager_kernels=True)
             if not prefill.passed:
-                failures.append(f"prompt {index + 1}'s prefill running free: relative L2 {prefill.rel_l2_error:.3g} "
-                                f"from eager's, tolerance {prefill.tolerance:.3g}" + (
-                                    f" ({prefill.tokens_beyond_noise} token(s) beyond noise)"
-                                    if prefill.tokens_beyond_noise else ""))
+                failures.append(f"prompt {index + 1}'s prefill running free: " + (
+                    prefill.not_finite or prefill.note if prefill.rel_l2_error is None else
+                    f"relative L2 {prefill.rel_l2_error:.3g} from eager's, tolerance {prefill.tolerance:.3g}" + (
+                        f" ({prefill.tokens_beyond_noise} token(s) beyond noise)"
+                        if prefill.tokens_beyond_noise else "")))
         return InputSetsChecked(len(self.prompts), tuple(failures))
 
     def keep_timed(self, output: Generation) -> None:
