@@ -17,12 +17,12 @@
 # stopped when the timed sweep ends. `mlcbench compare` of the two timed stores (beside/compare.txt) is the check.
 #
 # STEP=ort copies the part of onnxruntime-gpu's wheel (255 MB: more than a call carries) that this call carried in
-# .ortcN/ to /root/ort; once all five are there, device_env.sh joins, checks and installs them. Made here with
+# .ortcN/ to /root/ort; once all six are there, device_env.sh joins, checks and installs them. Made here with
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
 #       --platform manylinux_2_28_x86_64 -d /tmp/ort onnxruntime-gpu==1.31.1
-#   (cd /tmp/ort && sha256sum onnxruntime_gpu-*.whl > SHA256 && split -b 62000000 -a 1 -d onnxruntime_gpu-*.whl part)
-#   for n in 0 1 2 3 4; do mkdir -p .ortc$n && cp /tmp/ort/part$n .ortc$n/; done; cp /tmp/ort/SHA256 .ortc4/
-# then five calls back to back, the Nth carrying .ortcN: `STEP=ort bash benchmarks/paper_device.sh`.
+#   (cd /tmp/ort && sha256sum onnxruntime_gpu-*.whl > SHA256 && split -b 45000000 -a 1 -d onnxruntime_gpu-*.whl part)
+#   for n in 0 1 2 3 4 5; do mkdir -p .ortc$n && cp /tmp/ort/part$n .ortc$n/; done; cp /tmp/ort/SHA256 .ortc5/
+# then six calls back to back (a part and the 11 MB tree under the 64 MiB a call carries), the Nth carrying .ortcN: `STEP=ort bash benchmarks/paper_device.sh`.
 #
 # STEP=aoti runs no sweep: the aot_inductor workflow's crash in under a minute (why that workflow refuses torch 2.11):
 # an AOTInductor package of one nn.Linear on the GPU, compiled, then loaded and called in a fresh process with

@@ -124,7 +124,8 @@ def cell_energy(processes: Sequence[ProcessTiming]) -> Optional[CellEnergy]:
         temperature_end_c=_mean_estimate([w.temperature_end_c for w in windows if w.temperature_end_c is not None]),
         sampled_ratio=_estimate([window.sampled_joules / window.joules for window in figured
                                  if window.sampled_joules]),  # type: ignore[operator]
-        reason=None if figured else windows[0].reason)
+        reason=None if figured else next((window.reason for window in windows if window.reason),
+                                         "no process's window gave a figure"))
 
 
 def _log_device_medians(processes: Sequence[ProcessTiming]) -> np.ndarray:

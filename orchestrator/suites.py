@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.schema import MODELS, WORKFLOWS, ModelInfo, Suite
-from mlcbench.schema.catalog import ConfigError, llm_from_hf_config
+from mlcbench.schema.hf_config import ConfigError, llm_from_hf_config
 from mlcbench.schema.jobs import known_workflow
 from mlcbench.schema.suites import ModelDefinition
 

@@ -2,11 +2,22 @@
 are removed, except those of the latest sweep that had failures (their logs say why). A folder without an end marker
 belongs to a sweep still running, or one killed outright, and is left alone."""
 
+import hashlib
+import re
 import shutil
 from pathlib import Path
 from typing import Optional
 
 ENDED, FAILED = ".ended", ".failed"  # marker files; their text is the sweep id
+# where the default work folders of sweeps go, one per store
+ROOT = Path("results/work")
+
+
+def for_store(identity: str) -> Path:
+    """The default work folder of sweeps into one store (named by its identity, recovery.store_identity): what a
+    killed sweep left there is read back into its own store only."""
+    name = re.sub(r"[^A-Za-z0-9]+", "-", identity.rsplit("/", 1)[-1]).strip("-")[:40] or "store"
+    return ROOT / f"{name}-{hashlib.sha256(identity.encode()).hexdigest()[:8]}"
 
 
 def tidy(workdir: Path, sweep_id: str, failed: bool) -> None:

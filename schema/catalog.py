@@ -6,7 +6,6 @@ from typing import Any, Literal, Mapping, Optional, get_args
 from pydantic import Field, ValidationError
 
 from mlcbench.schema.base import StrictModel
-from mlcbench.schema.families import FAMILIES
 from mlcbench.schema.options import (HandtunedDecodeOptions, NoOptions, OnnxRuntimeOptions, Options, TensorrtOptions,
                                      TorchCompileDecodeOptions, TorchCompileOptions)
 
@@ -159,60 +158,6 @@ class ModelInfo(StrictModel):
 
 def _element_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
-
-
-_HF_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-# the names some configs give the same dims (GPT-2 style, OPT, MPT); Hugging Face maps them with attribute_map
-_DIM_NAMES = {
-    "hidden_size": ("hidden_size", "n_embd", "d_model"),
-    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
-    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
-    "intermediate_size": ("intermediate_size", "n_inner", "ffn_dim"),
-    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_seq_len"),
-    "vocab_size": ("vocab_size",),
-}
-
-
-def _dim(config: dict[str, Any], name: str) -> Optional[int]:
-    found = (config.get(alias) for alias in _DIM_NAMES[name])
-    return next((value for value in found if isinstance(value, int) and not isinstance(value, bool)), None)
-
-
-class ConfigError(ValueError):
-    """A Hugging Face config that cannot describe a decoder-only LLM; the message names the field."""
-
-
-def llm_from_hf_config(config: dict[str, Any], precision: Optional[str] = None) -> ModelInfo:
-    """A suite's own LLM from its config.json (as a dict): the dims the byte counts need, and the config itself for
-    the worker. The precision is the suite's, else the config's dtype, else bf16."""
-    model_type = config.get("model_type")
-    if not isinstance(model_type, str):
-        raise ConfigError("config.json has no model_type (a Hugging Face model config names it)")
-    text = config.get("text_config")
-    dims = text if isinstance(text, dict) else config
-    required = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-    missing = [name for name in required if _dim(dims, name) is None]
-    if missing:
-        raise ConfigError(f"config.json lacks {', '.join(missing)} (model_type {model_type!r}: not a decoder "
-                          f"whose dims mlcbench can read)")
-    hidden, layers, heads, vocab = (_dim(dims, name) or 0 for name in required)
-    dtype = _HF_DTYPES.get(str(config.get("dtype") or config.get("torch_dtype")))
-    family = FAMILIES.get(model_type)
-    attention_bias = bool(dims.get("attention_bias"))
-    qkv_bias = (family is not None and family.qkv_bias == "always") or attention_bias
-    experts = dims.get(family.experts_field) if family and family.experts_field else None
-    return ModelInfo(
-        kind="llm", default_precision=precision or dtype or "bf16",
-        hidden_size=hidden, intermediate_size=_dim(dims, "intermediate_size") or 4 * hidden,
-        num_hidden_layers=layers, num_attention_heads=heads,
-        num_key_value_heads=dims.get("num_key_value_heads") or heads,
-        vocab_size=vocab, max_position_embeddings=_dim(dims, "max_position_embeddings") or 0,
-        head_dim=dims.get("head_dim"), tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-        qkv_bias=qkv_bias, o_bias=attention_bias and (family is None or family.o_bias_from_attention_bias),
-        mlp_bias=bool(dims.get("mlp_bias")), num_experts=experts or 0,
-        experts_per_token=(dims.get("num_experts_per_tok") or 0) if experts else 0,
-        hf_config=config, weights_counted=family is not None,
-    )
 
 
 def _synthetic(architecture: str, hidden: int, inter: int, precision: str, depth: int = 1) -> ModelInfo:

@@ -14,6 +14,9 @@ CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotun
 class Options(StrictModel):
     """The base of every workflow's options (None: the workflow's own default); each is recorded with the result."""
 
+    # the options that run on a CUDA GPU only: a job on a CPU that turns one on is refused before any worker starts
+    GPU_ONLY: ClassVar[tuple[str, ...]] = ()
+
     def non_default(self) -> str:
         """The options set away from their defaults, in words ("io_binding=False"); empty when none is."""
         return ", ".join(f"{name}={value}" for name, value in self.model_dump(exclude_defaults=True).items())
@@ -52,6 +55,7 @@ class TorchCompileDecodeOptions(TorchCompileOptions):
 
     # the ablation's rungs, in the order it adds them (WorkflowInfo.techniques); a new technique goes at the end
     TECHNIQUES: ClassVar[tuple[str, ...]] = ("fused_projections", "pdl", "prefill_graph")
+    GPU_ONLY: ClassVar[tuple[str, ...]] = ("pdl", "prefill_graph")
 
 
 class HandtunedDecodeOptions(TorchCompileDecodeOptions):
@@ -67,6 +71,7 @@ class HandtunedDecodeOptions(TorchCompileDecodeOptions):
     triton_gemm: Optional[bool] = None
 
     KERNELS: ClassVar[tuple[str, ...]] = ("triton_gemv", "triton_attention", "triton_gemm")
+    GPU_ONLY: ClassVar[tuple[str, ...]] = (*TorchCompileDecodeOptions.GPU_ONLY, *KERNELS)
     # its ablation climbs from the compiled step with its stock techniques through the kernels
     TECHNIQUES: ClassVar[tuple[str, ...]] = KERNELS
 

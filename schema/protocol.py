@@ -28,6 +28,11 @@ REFERENCE_CACHE_ENV = "MLCBENCH_REFERENCE_CACHE"
 CALIBRATION_FILE = "calibration.json"  # the device's measured ceilings, written before the first job when asked
 # when the host asked for this worker (seconds since the epoch): its start-up is timed from there (ProcessTiming)
 LAUNCHED_AT_ENV = "MLCBENCH_LAUNCHED_AT"
+# a folder the workers sharing one GPU (a sweep's --overlap) time through one at a time (workers/measurement/gate.py)
+TIMING_GATE_ENV = "MLCBENCH_TIMING_GATE"
+GATE_LOCK = "lock"  # below the gate: held (flock) by the worker whose window is open
+GATE_MEMBERS = "members"  # below the gate: a file per worker, named by its pid, holding its process group
+GATE_LOG = "windows.jsonl"  # below the gate: one line per window, {"pid", "opened", "closed"} (seconds since the epoch)
 # how the worker's interpreter came to be (Startup): set by the host, or by the zygote in the children it forks
 STARTUP_ENV = "MLCBENCH_STARTUP"
 # the pre-imported interpreter that forks one fresh worker per request, for workers of one cache folder:

@@ -28,19 +28,33 @@ EnergyMethod = Literal["nvml_energy_counter_timed_window"]
 ENERGY_METHOD: EnergyMethod = "nvml_energy_counter_timed_window"
 
 
+class TimedWindow(StrictModel):
+    """The wall-clock edges of a process's exclusive window on its GPU: from the moment it held the GPU alone (its
+    neighbours stopped, their queued work drained) through its warm-up, timed calls and the figures after them."""
+
+    opened_at: datetime
+    closed_at: datetime
+    waited_s: float = Field(ge=0, description="waiting for the gate: another process's window was open")
+    neighbours_stopped: int = Field(ge=0, description="other processes on the GPU stopped while this one timed")
+
+
 class EnergyWindow(StrictModel):
     """The GPU's energy over one process's timed calls: NVML's energy counter read at the edges of the window they are
     timed in (after the warm-up's sync, after the last call's), with the GPU's temperature at both edges. No figure
-    (joules None) where there is no counter, it went backwards, or the window is too short for its update period:
-    `reason` says which."""
+    (joules None) where there is no counter, it went backwards or did not move, the window is too short for its update
+    period, or the mean power is above the GPU's power limit x 1.1: `reason` says which."""
 
     method: EnergyMethod = ENERGY_METHOD
     joules: Optional[float] = Field(None, description="the counter's rise over the window")
     window_s: Optional[float] = Field(None, description="host seconds between the two readings")
     calls: int = Field(ge=1, description="timed calls in the window")
     update_period_s: Optional[float] = Field(
-        None, description="the counter's update period on this GPU (measured with the calibration) the window was "
-                          "judged by: a figure needs it to be at most 5 % of the window")
+        None, description="the counter's update period on this GPU the window was judged by (the longer of the "
+                          "calibration's and this process's re-check): a figure needs it to be at most 5 % of the window")
+    rechecked_period_s: Optional[float] = Field(
+        None, description="the update period this process measured again after its window")
+    power_limit_w: Optional[float] = Field(
+        None, description="the GPU's enforced power limit: a mean power above 1.1 x it gives no figure")
     temperature_start_c: Optional[int] = None
     temperature_end_c: Optional[int] = None
     # the check of the counter (MLCBENCH_POWER_CHECK): nvmlDeviceGetPowerUsage sampled through the same window,
@@ -146,7 +160,8 @@ class CellEnergy(StrictModel):
     sampled_ratio: Optional[Estimate] = Field(
         None, description="nvmlDeviceGetPowerUsage sampled over the same window, integrated, / the counter's joules "
                           "(MLCBENCH_POWER_CHECK)")
-    reason: Optional[str] = Field(None, description="why no process gave a figure (the first process's reason)")
+    reason: Optional[str] = Field(None, description="why no process gave a figure (the first reason a process gave); "
+                                                    "set whenever no process did")
 
 
 class CacheCounts(StrictModel):
@@ -176,6 +191,8 @@ class ProcessTiming(StrictModel):
     """The timed calls of a cell in one worker process, in milliseconds, in call order."""
 
     samples_ms: list[float] = Field(min_length=1)
+    # how many calls were timed: more than samples_ms holds where it keeps every k-th of many (a minimum window)
+    timed_calls: Optional[int] = None
     sweep_id: Optional[str] = Field(None, description="the sweep that ran this process (a resumed cell holds "
                                                       "processes of several)")
     round: int = Field(default=0, description="the sweep's round that ran this process")
@@ -211,6 +228,11 @@ class ProcessTiming(StrictModel):
     # compiler caches stay with it, so a cell's first process on another machine compiles again
     host: Optional[str] = None
     gpu_uuid: Optional[str] = None
+    # where processes share a GPU (--overlap): this one's exclusive window, and the seconds of its life (and of its
+    # compile, already taken out of compile_s) that it stood stopped while a neighbour timed
+    window: Optional[TimedWindow] = None
+    stopped_s: Optional[float] = None
+    compile_stopped_s: Optional[float] = None
 
 
 class Timing(StrictModel):

@@ -142,4 +142,5 @@ def test_every_package_folder_is_installed():
     folders = {_module_name(init.parent / "__init__.py") for part in PARTS for init in (REPO / part).rglob("__init__.py")}
     folders.add("mlcbench.orchestrator.store.migrations.versions")  # Alembic's scripts: a folder of modules
     folders.add("mlcbench.envs")  # the env definitions: data the installed package carries
+    folders.add("mlcbench.examples")  # the example suites (benchmarks/suites/): data the installed package carries
     assert folders == declared

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from mlcbench.orchestrator.sweep.sharing import lifetimes_overlap, overlapping_windows, processes_of
+
 REPO = Path(__file__).resolve().parents[1]
 # a repository tool, not part of the package: loaded from its file
 _SPEC = importlib.util.spec_from_file_location("studies", REPO / "tools" / "studies.py")
@@ -29,6 +31,23 @@ def test_a_study_s_figure_recomputes_from_its_store_and_its_answer_quotes_it(nam
     assert (folder / manifest.store).is_file() and (folder / manifest.report).is_file()
     assert studies.recomputed(folder, manifest) == manifest.figure
     assert manifest.figure.text() in manifest.answer
+
+
+@pytest.mark.parametrize("name", [name for name, manifest in STUDIES.items() if manifest.measured_gpu_s is not None])
+def test_a_sweep_s_gpu_time_recomputes_from_its_store_and_its_plan_was_within_a_quarter_of_it(name):
+    manifest = STUDIES[name]
+    store_file = studies.STUDIES / name / manifest.store
+    assert studies.measured_gpu_s(store_file) == manifest.measured_gpu_s
+    assert manifest.plan_estimate_s is not None
+    assert 0.75 <= manifest.plan_estimate_s / manifest.measured_gpu_s <= 1.25
+    # compiles ran beside timing, and no timed window shared its GPU
+    processes = processes_of(studies._all_cells(store_file))
+    assert overlapping_windows(processes) == [] and lifetimes_overlap(processes) > 0
+
+
+def test_the_readme_opens_with_the_answer_its_study_s_store_gives():
+    readme = (REPO / "README.md").read_text()
+    assert studies.readme_with_answer(readme) == readme
 
 
 def test_a_figure_the_store_does_not_give_is_found_out(tmp_path):
@@ -57,7 +76,7 @@ def test_the_benchmarks_index_is_written_from_the_manifests():
 def test_benchmarks_holds_few_files_and_none_named_by_a_date_or_a_commit():
     tracked = subprocess.run(["git", "ls-files", "benchmarks"], cwd=REPO, capture_output=True, text=True,
                              check=True).stdout.split()
-    assert 0 < len(tracked) <= 60
+    assert 0 < len(tracked) <= 72
     dated = [path for path in tracked if re.search(r"\d{4}-\d{2}-\d{2}|(?<![0-9a-z])[0-9a-f]{7,40}(?![0-9a-z])", path)]
     assert dated == []
 

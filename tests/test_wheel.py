@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # what the wheel is built from: pyproject.toml's packages, their package data and its readme
-SOURCES = ("pyproject.toml", "README.md", "schema", "workers", "orchestrator", "envs")
+SOURCES = ("pyproject.toml", "README.md", "schema", "workers", "orchestrator", "envs", "benchmarks/suites")
 
 
 def _run(*args: object, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -22,7 +22,9 @@ def _run(*args: object, cwd: Path, env: dict | None = None) -> subprocess.Comple
     return done
 
 
-def test_a_wheel_installed_outside_the_tree_lists_its_envs_and_runs_a_cpu_sweep(tmp_path):
+def installed(tmp_path: Path, dependencies: Path) -> tuple[Path, Path, dict[str, str]]:
+    """The wheel built from the tree, installed into a fresh venv that sees the packages of `dependencies` (a
+    site-packages folder); its venv, a folder outside the tree to run it from, and the environment to run it with."""
     source = tmp_path / "source"
     source.mkdir()
     for name in SOURCES:
@@ -37,7 +39,7 @@ def test_a_wheel_installed_outside_the_tree_lists_its_envs_and_runs_a_cpu_sweep(
     python = venv / "bin" / "python"
     site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
                      cwd=tmp_path).stdout.strip())
-    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (site / "dependencies.pth").write_text(f"{dependencies}\n")
     _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel, cwd=tmp_path)
 
     elsewhere = tmp_path / "elsewhere"
@@ -45,8 +47,14 @@ def test_a_wheel_installed_outside_the_tree_lists_its_envs_and_runs_a_cpu_sweep(
     env = {name: value for name, value in os.environ.items()
            if name not in ("MLCBENCH_ENVS_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(MLCBENCH_DB=f"sqlite:///{tmp_path / 'store.db'}", MLCBENCH_CACHE_DIR=str(tmp_path / "cache"))
-    installed = _run(python, "-c", "import mlcbench.orchestrator as o; print(o.__file__)", cwd=elsewhere, env=env)
-    assert Path(installed.stdout.strip()).is_relative_to(venv)
+    return venv, elsewhere, env
+
+
+def test_a_wheel_installed_outside_the_tree_lists_its_envs_and_runs_a_cpu_sweep(tmp_path):
+    venv, elsewhere, env = installed(tmp_path, Path(sysconfig.get_paths()["purelib"]))
+    python = venv / "bin" / "python"
+    where = _run(python, "-c", "import mlcbench.orchestrator as o; print(o.__file__)", cwd=elsewhere, env=env)
+    assert Path(where.stdout.strip()).is_relative_to(venv)
     mlcbench = venv / "bin" / "mlcbench"
     listed = _run(mlcbench, "envs", cwd=elsewhere, env=env)
     assert "local" in listed.stdout and "cpu" in listed.stdout

@@ -20,9 +20,12 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from mlcbench.orchestrator.envs import env_names, load_env
+from mlcbench.orchestrator.reports.data import perf_rows
 from mlcbench.orchestrator.reports.export import FlatRow, flat_row
+from mlcbench.orchestrator.reports.sections.throughput import fastest
 from mlcbench.orchestrator.store import Store
-from mlcbench.schema import WORKFLOWS, Result
+from mlcbench.orchestrator.sweep.sharing import busy_s, processes_of
+from mlcbench.schema import FINAL_STATUSES, WORKFLOWS, Result
 from mlcbench.schema.base import StrictModel
 
 MANIFEST = "manifest.toml"
@@ -88,6 +91,10 @@ class Manifest(StrictModel):
     store: str = "store.db"
     report: str = "report.md"
     figure: Figure
+    # a sweep's own cost: its plan on an empty store before it ran, and what its GPUs were busy (per GPU, the union of
+    # its processes' lifetimes, summed over GPUs), both in seconds
+    plan_estimate_s: Optional[float] = None
+    measured_gpu_s: Optional[float] = None
 
 
 def load(folder: Path) -> Manifest:
@@ -146,6 +153,82 @@ def recomputed(folder: Path, manifest: Manifest) -> Figure:
         raise LookupError(f"{folder.name}: the cell has no {figure.quantity}")
     return figure.model_copy(update={"value": value, "low": rounded(low) if low else None,
                                      "high": rounded(high) if high else None})
+
+
+# the study whose table opens the README, between these two lines of it
+ANSWER_STUDY = "paper-h100"
+ANSWER_BEGIN = "<!-- the study's answer: written by tools/studies.py from benchmarks/studies/{} -->"
+ANSWER_END = "<!-- end of the study's answer -->"
+
+
+def _all_cells(store_file: Path) -> list[Result]:
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / store_file.name
+        snapshot(store_file, copy)
+        store = Store(f"sqlite:///{copy}")
+        try:
+            return store.cells()
+        finally:
+            store.engine.dispose()
+
+
+def answer_table(store_file: Path) -> str:
+    """For each model and batch of the store: the fastest workflow (judged as the reports judge it), its speedup over
+    eager with its interval, its cold compile, its energy with its interval and its check."""
+    results = _all_cells(store_file)
+    rows = perf_rows(results)
+    lines = ["| model | batch | fastest | speedup over eager | cold compile | energy | check |",
+             "|---|---:|---|---|---:|---|---|"]
+    for (kind, model, batch), members in sorted(_by_model_and_batch(rows).items(), key=lambda item: (
+            item[0][0] != "llm", item[0][1], item[0][2])):
+        verdict = fastest(batch, members)
+        row = next((member for member in members if member.workflow == verdict.workflow), None)
+        if row is None:
+            lines.append(f"| {model} | {batch} | {verdict.text.removeprefix(f'b{batch}: ')} | | | | |")
+            continue
+        flat = flat_row(row.result)
+        speedup = f"{row.speedup.label()}" if row.speedup is not None else "—"
+        cold = f"{flat.compile_cold_s:.0f} s" if flat.compile_cold_s is not None else "—"
+        lines.append(f"| {model} | {batch} | {row.workflow} | {speedup} | {cold} | {_energy(flat)} | "
+                     f"{'passed' if row.correct else 'failed' if row.correct is False else 'eager itself'} |")
+    finished = sum(result.status in FINAL_STATUSES for result in results)
+    return "\n".join(lines) + f"\n\n{finished} of the store's {len(results)} cells final; GPU, versions, date and " \
+        f"commit in [its manifest](benchmarks/studies/{store_file.parent.name}/manifest.toml).\n"
+
+
+def _by_model_and_batch(rows: list) -> dict[tuple[str, str, int], list]:
+    grouped: dict[tuple[str, str, int], list] = {}
+    for row in rows:
+        grouped.setdefault((row.kind, row.model, row.batch), []).append(row)
+    return grouped
+
+
+def _energy(flat: FlatRow) -> str:
+    if flat.joules_per_token is not None:
+        return (f"{flat.joules_per_token:.3g} J/token [{flat.joules_per_token_ci_low:.3g}–"
+                f"{flat.joules_per_token_ci_high:.3g}]" if flat.joules_per_token_ci_low is not None
+                else f"{flat.joules_per_token:.3g} J/token")
+    if flat.joules_per_call is not None:
+        return (f"{flat.joules_per_call:.3g} J/call [{flat.joules_per_call_ci_low:.3g}–"
+                f"{flat.joules_per_call_ci_high:.3g}]" if flat.joules_per_call_ci_low is not None
+                else f"{flat.joules_per_call:.3g} J/call")
+    return f"none: {flat.energy_reason}" if flat.energy_reason else "—"
+
+
+def readme_with_answer(readme: str, root: Path = STUDIES) -> str:
+    """The README with its answer block written afresh from the study's store (unchanged where it has no block)."""
+    begin = ANSWER_BEGIN.format(ANSWER_STUDY)
+    if begin not in readme or not (root / ANSWER_STUDY).is_dir():
+        return readme
+    head, rest = readme.split(begin, 1)
+    _, tail = rest.split(ANSWER_END, 1)
+    table = answer_table(root / ANSWER_STUDY / load(root / ANSWER_STUDY).store)
+    return f"{head}{begin}\n{table}{ANSWER_END}{tail}"
+
+
+def measured_gpu_s(store_file: Path) -> float:
+    """The seconds the store's GPUs were busy with its processes: per GPU the union of their lifetimes, summed."""
+    return round(sum(busy_s(processes_of(_all_cells(store_file))).values()), 1)
 
 
 def index(root: Path = STUDIES) -> str:
@@ -210,6 +293,8 @@ def main(argv: list[str]) -> int:
             wrong.append(f"{name}: the manifest says {manifest.figure.text()}, the store gives {figure.text()}")
     (root.parent / "README.md").write_text(index(root), encoding="utf-8")
     SUPPORT.write_text(support_page(root), encoding="utf-8")
+    readme = REPO / "README.md"
+    readme.write_text(readme_with_answer(readme.read_text(encoding="utf-8"), root), encoding="utf-8")
     print("\n".join(wrong) or f"every figure recomputes; {root.parent / 'README.md'} and {SUPPORT} written")
     return 1 if wrong else 0
 

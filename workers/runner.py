@@ -14,6 +14,7 @@ from mlcbench.schema import Correctness, JobSpec, Metrics, Provenance, Result, S
 from mlcbench.schema.protocol import LAUNCHED_AT_ENV, STARTUP_ENV, Startup
 from mlcbench.workers.measurement.clocks import read_clocks
 from mlcbench.workers.measurement.dynamo_stats import dynamo_imported
+from mlcbench.workers.measurement.gate import Gate
 from mlcbench.workers.measurement.probes import gpu_info, host_cpu, host_cpus, package_versions
 from mlcbench.workers.exchange import append_line, append_model
 from mlcbench.workers.interface import Unsupported, error_reason
@@ -24,12 +25,19 @@ def run_jobs(jobs: list[JobSpec], results_path: Path, cache_dir: Path, progress_
     cache_dir.mkdir(parents=True, exist_ok=True)
     # a job's start-up runs from the host's launch of the worker, or from the end of the worker's previous job
     launched_at = _launched_at()
-    for job in jobs:
-        if progress_path is not None:
-            append_line(progress_path, job.job_id)
-        result = run_job(job, cache_dir, launched_at)
-        append_model(results_path, result)
-        launched_at = result.provenance.ended_at
+    gate = Gate.from_environment()
+    if gate is not None:
+        gate.join()
+    try:
+        for job in jobs:
+            if progress_path is not None:
+                append_line(progress_path, job.job_id)
+            result = run_job(job, cache_dir, launched_at, gate)
+            append_model(results_path, result)
+            launched_at = result.provenance.ended_at
+    finally:
+        if gate is not None:
+            gate.leave()
 
 
 def _launched_at() -> datetime:
@@ -43,7 +51,17 @@ def _launched_at() -> datetime:
 def write_calibration(path: Path, device: str, cache_dir: Path) -> None:
     from mlcbench.workers.measurement.calibration import calibrate
 
-    append_model(path, calibrate(device, cache_dir))
+    gate = Gate.from_environment()
+    if gate is None:
+        append_model(path, calibrate(device, cache_dir))
+        return
+    gate.join()  # the ceilings are timed with the GPU alone, as every job's calls are
+    try:
+        with gate.exclusive(drain=device == "cuda"):
+            calibration = calibrate(device, cache_dir)
+    finally:
+        gate.leave()
+    append_model(path, calibration)
 
 
 @dataclass
@@ -58,13 +76,13 @@ class Outcome:
     timed_from: Optional[float] = None  # Measured.timed_from
 
 
-def run_job(job: JobSpec, cache_dir: Path, launched_at: Optional[datetime] = None) -> Result:
+def run_job(job: JobSpec, cache_dir: Path, launched_at: Optional[datetime] = None, gate: Optional[Gate] = None) -> Result:
     started = datetime.now(timezone.utc)
     launched_at = launched_at or started
     gpu = gpu_info() if job.device == "cuda" else None
     clocks = [read_clocks(gpu.uuid, "start")] if gpu and gpu.uuid else []
     try:
-        outcome = _run(job, cache_dir)
+        outcome = _run(job, cache_dir, gate)
     except Unsupported as unsupported:
         outcome = Outcome("unsupported", str(unsupported))
     except Exception as exc:  # every failure becomes a result; the worker goes on with the next job
@@ -78,7 +96,7 @@ def run_job(job: JobSpec, cache_dir: Path, launched_at: Optional[datetime] = Non
     host = socket.gethostname()
     return Result(
         job_id=job.job_id, job=job, status=outcome.status, reason=outcome.reason, error=outcome.error,
-        metrics=_with_span(outcome, launched_at, ended, host, gpu.uuid if gpu else None),
+        metrics=_with_span(outcome, launched_at, ended, host, gpu.uuid if gpu else None, gate),
         correctness=outcome.correctness,
         provenance=Provenance(
             gpu=gpu, packages=package_versions(), python=platform.python_version(),
@@ -94,20 +112,26 @@ def _startup() -> Startup:
 
 
 def _with_span(outcome: Outcome, launched_at: datetime, ended: datetime, host: str,
-               gpu_uuid: Optional[str]) -> Metrics:
+               gpu_uuid: Optional[str], gate: Optional[Gate]) -> Metrics:
     """The process's timing with what it cost before its first timed call, compile excluded, its span and where it
     ran."""
     metrics, latency = outcome.metrics, outcome.metrics.latency
     if latency is None or outcome.timed_from is None:
         return metrics
-    startup_s = outcome.timed_from - launched_at.timestamp() - (metrics.compile_s or 0.0)
+    stopped, idle_s = {}, 0.0
+    if gate is not None:  # time stood stopped, or waiting for the GPU alone, is no start-up (nor compile: compile_s)
+        stopped = {"stopped_s": round(gate.stopped_s(launched_at.timestamp(), ended.timestamp()), 4)}
+        window = latency.processes[0].window
+        asked = window.opened_at.timestamp() - window.waited_s if window is not None else outcome.timed_from
+        idle_s = gate.stopped_s(launched_at.timestamp(), asked) + (window.waited_s if window is not None else 0.0)
+    startup_s = outcome.timed_from - launched_at.timestamp() - (metrics.compile_s or 0.0) - idle_s
     processes = [process.model_copy(update={"startup_s": round(startup_s, 4), "launched_at": launched_at,
-                                            "ended_at": ended, "host": host, "gpu_uuid": gpu_uuid})
+                                            "ended_at": ended, "host": host, "gpu_uuid": gpu_uuid, **stopped})
                  for process in latency.processes]
     return metrics.model_copy(update={"latency": latency.model_copy(update={"processes": processes})})
 
 
-def _run(job: JobSpec, cache_dir: Path) -> Outcome:
+def _run(job: JobSpec, cache_dir: Path, gate: Optional[Gate]) -> Outcome:
     import torch
 
     from mlcbench.workers.measurement.core import measure
@@ -130,7 +154,7 @@ def _run(job: JobSpec, cache_dir: Path) -> Outcome:
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
     info = job.info
     kind = LLM(info, ctx) if info.kind == "llm" else Synthetic(info, ctx)
-    measured = measure(workflow, kind, ctx, ReferenceCache.under(cache_dir))
+    measured = measure(workflow, kind, ctx, ReferenceCache.under(cache_dir), gate)
     correctness = measured.correctness
     reason = None
     if correctness is not None and not correctness.passed:

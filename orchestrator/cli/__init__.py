@@ -1,7 +1,9 @@
 """The `mlcbench` command."""
 
+import importlib.util
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -26,9 +28,10 @@ from mlcbench.orchestrator.gpu import CPU_TAG, Target, detect, resolve_target, t
 from mlcbench.orchestrator.planner import Filters
 from mlcbench.orchestrator.runtimes.slurm import DEFAULT_TASKS_AT_ONCE, SbatchOptions, catalog_target, refuse_sqlite
 from mlcbench.orchestrator.runtimes.base import StopRequest
-from mlcbench.orchestrator.store import DEFAULT_DB, Store
-from mlcbench.orchestrator.store.database import MACHINE_ERRNOS
+from mlcbench.orchestrator.store import DEFAULT_DB, Store, provenance
+from mlcbench.orchestrator.store.database import MACHINE_ERRNOS, sqlite_file
 from mlcbench.orchestrator.store.redaction import mask, mask_url
+from mlcbench.orchestrator.sweep import recovery
 from mlcbench.orchestrator.suites import (builtin_names, default_suite, get_suite, grid_suite, suite_file,
                                            suite_text)
 from mlcbench.orchestrator.reports.tables import history_table, results_table
@@ -128,7 +131,9 @@ def sweep(
     option: Annotated[Optional[list[str]], typer.Option(
         "--option", help="NAME=VALUE: an option every --workflow of a grid from the command line reads, e.g. "
                          "triton_gemv=true (repeatable; docs/workflows.md lists each workflow's)")] = None,
-    workdir: Annotated[Path, typer.Option(help="job and result files of each worker")] = Path("results/work"),
+    workdir: Annotated[Optional[Path], typer.Option(
+        help=f"job and result files of each worker (default: a folder of the store's own under {workdirs.ROOT}; "
+             f"what a killed sweep left there is read back into that store only)")] = None,
     cache_dir: Annotated[Path, typer.Option(help="persistent compiler caches, per env")] = DEFAULT_CACHE_DIR,
     runtime: Annotated[Runtime, typer.Option(
         help="local: run here; slurm: submit as one Slurm job array (--db must be a server every node reaches, "
@@ -154,6 +159,10 @@ def sweep(
         help="exec: each worker a new interpreter; fork: forked, before CUDA is touched, from an interpreter that "
              "imported torch and the compilers once per round of a GPU's cells (local env; seconds less per "
              "process); stored with each result")] = StartupPath.exec,
+    overlap: Annotated[int, typer.Option(
+        min=1, max=8, help="worker processes at once on each GPU (local env): their compiles overlap on shares of the "
+                           "host's cores, while each timed window has the GPU alone (the others stopped); as many "
+                           "as the GPU's memory holds")] = 1,
     plan: Annotated[bool, typer.Option(
         "--plan", help="print the cells, processes per cell and the estimated time per GPU, and run or write "
                        "nothing")] = False,
@@ -163,6 +172,8 @@ def sweep(
 ) -> None:
     """Run a suite in one or more envs and store every result. Ctrl-C (or SIGTERM) stops after the jobs in flight
     (twice: at once); running the same command again resumes. Exit codes: mlcbench --help."""
+    provenance.git_revision()  # a revision given in the environment is checked before anything runs
+    workdir = workdir or workdirs.for_store(recovery.store_identity(db))
     if runtime is Runtime.slurm:
         if gpu is None or gpus is not None:
             raise UsageError("--runtime slurm: name the nodes' GPU with --gpu TAG (cpu for CPU nodes) and ask Slurm "
@@ -182,19 +193,28 @@ def sweep(
     options = sweeping.SweepOptions(
         suite=chosen, env_names=list(split(env, "--env")) or ["local"], target=target, filters=filters,
         rerun=rerun, workdir=workdir, cache_dir=cache_dir, checkpoints=_checkpoints(checkpoint),
-        worker_scope=worker_scope.value, startup=startup.value, max_rounds=rounds,
+        worker_scope=worker_scope.value, startup=startup.value, max_rounds=rounds, overlap=overlap,
     )
     envs = [load_env(name) for name in options.env_names]
+    if overlap > 1 and (runtime is not Runtime.local or any(spec.runtime != "local" for spec in envs)):
+        raise UsageError("--overlap: workers that share a GPU stop one another while one times, which needs them "
+                         "on this host's processes (the local runtime and local envs); drop --overlap here")
     jobs = sweeping.expand(options.suite, target, options.filters, options.checkpoints)  # fails before the store does
     refuse_models_larger_than_the_machine(jobs, target)
+    gpu_only = gpu_only_options_on_a_cpu(jobs, target)
     if plan:
+        if gpu_only:
+            print(f"warning: {gpu_only}: a sweep on this machine refuses it", file=sys.stderr)
         print_plan(options, db)
         return
+    if gpu_only:
+        raise UsageError(gpu_only)
     warn_of_large_models_on_a_cpu(jobs, target)
     writable_folder(workdir, "--workdir")
     writable_folder(cache_dir, "--cache-dir")
     # what would fail every job is found out before a job runs or a row is stored
     if runtime is Runtime.local:
+        refuse_a_local_worker_without_torch(envs)
         if any(spec.runtime == "docker" for spec in envs):
             connect()
         for spec in envs:
@@ -202,6 +222,7 @@ def sweep(
     store = Store(db)
     store.check_writable()
     options.estimator = Estimator.from_results(store.cells(gpu_tag=target.tag))
+    warn_of_other_stores_leftovers(workdir, store)
     console.print(f"suite [bold]{options.suite.name}[/] on [bold]{escape(hardware(target))}[/], "
                   f"env(s) {', '.join(options.env_names)}, store {escape(store.safe_url)}")
     if runtime is Runtime.slurm:
@@ -215,6 +236,12 @@ def sweep(
             report = sweeping.run(options, store, listener, stop=stop)
     except KeyboardInterrupt:  # a second Ctrl-C: the closing line counts what this sweep stored, read back
         report = sweeping.SweepReport(stored=store.history(sweep_id=options.sweep_id), interrupted=True)
+    except OSError as error:
+        if error.errno not in MACHINE_ERRNOS:
+            raise
+        places = {"--workdir": workdir, "--cache-dir": cache_dir, "--db": sqlite_file(store.url)}
+        raise EnvironmentFailure(machine_failure(error, {option: path for option, path in places.items() if path}))\
+            from None
     workdirs.tidy(workdir, options.sweep_id, report.went_wrong)
     if report.stored:
         console.print(results_table(report.stored, title=f"sweep {options.suite.name} on {hardware(target)}"))
@@ -297,6 +324,36 @@ def refuse_models_larger_than_the_machine(jobs: list[JobSpec], target: Target) -
                          f"({memory / 1e9:,.1f} GB): check the config's sizes, or run on a larger machine")
 
 
+def gpu_only_options_on_a_cpu(jobs: list[JobSpec], target: Target) -> Optional[str]:
+    """The first option that runs on a CUDA GPU only, turned on by a job of a sweep on a CPU, in words: a sweep
+    refuses it rather than start a worker only to store it as unsupported (a plan warns of it). None when none is."""
+    if target.device == "cuda":
+        return None
+    for job in jobs:
+        on = [name for name in job.options.GPU_ONLY if getattr(job.options, name)]
+        if on:
+            return (f"{job.workflow} with {on[0]}=true runs on a CUDA GPU only, and this sweep runs on the "
+                    f"{target.device}: leave {on[0]} out, or sweep on a GPU")
+    return None
+
+
+def refuse_a_local_worker_without_torch(envs: list) -> None:
+    """The local env's worker runs in this interpreter: without torch every job would crash as its worker starts."""
+    local = [spec.name for spec in envs if spec.runtime == "local"]
+    if local and importlib.util.find_spec("torch") is None:
+        raise EnvironmentFailure(f"the {', '.join(local)} env runs its worker in this interpreter ({sys.executable}), "
+                                 f"which has no torch: install the worker's packages with pip install "
+                                 f"'mlcbench[worker]', or sweep in a Docker env (--env cpu)")
+
+
+def warn_of_other_stores_leftovers(workdir: Path, store: Store) -> None:
+    """What killed sweeps into other stores left in this work folder stays there for those stores: said, not read."""
+    for other, folders in recovery.left_for_other_stores(workdir, store).items():
+        print(f"warning: --workdir {workdir} holds results of killed sweeps into another store ({other}: "
+              f"{', '.join(folder.name for folder in folders)}); left for that store: a sweep into it with this "
+              f"--workdir reads them back", file=sys.stderr)
+
+
 def machine_memory(target: Target) -> tuple[Optional[int], str]:
     """The memory a job's model is built in, and what it is, in words: None where it is not known."""
     if target.device == "cpu":
@@ -340,6 +397,21 @@ def usable_folder(path: Path, option: str) -> None:
         if error.errno in MACHINE_ERRNOS:
             raise EnvironmentFailure(f"{reason}; free space, then run the same command again") from None
         raise UsageError(f"{reason}; choose a folder you can write to") from None
+
+
+def machine_failure(error: OSError, places: dict[str, Path]) -> str:
+    """A full disk or an I/O error while sweeping, said with the file where it is known and the space left where the
+    sweep writes: the place to free is the one short of it."""
+    file = f" writing {error.filename}" if error.filename else ""
+    spaces = "; ".join(f"{option} {path}: {_free(path)} free" for option, path in places.items())
+    return f"{error.strerror or error}{file} ({spaces}): free space where it is short, then run the same command again"
+
+
+def _free(path: Path) -> str:
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    return f"{shutil.disk_usage(existing).free / 1e9:,.1f} GB"
 
 
 def closing_line(report: sweeping.SweepReport, store: Store, db: str) -> str:
@@ -421,10 +493,11 @@ def suites(show: Annotated[Optional[str], typer.Option(
 
 
 def _register_commands() -> None:
-    """Commands that live in their own modules (env images, reports, Slurm sweeps)."""
-    from mlcbench.orchestrator.cli import cluster, envs, reports
+    """Commands that live in their own modules (env images, models and examples, reports, Slurm sweeps)."""
+    from mlcbench.orchestrator.cli import cluster, envs, models, reports
 
     envs.register(app)
+    models.register(app)
     reports.register(app)
     cluster.register(app)
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from mlcbench.orchestrator import sweep as sweeping
+from mlcbench.orchestrator import sweep as sweeping, workdirs
 from mlcbench.orchestrator.cli.console import ProgressListener, console, exits_cleanly
 from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.runtimes import slurm
@@ -35,7 +35,8 @@ def submit_sweep(options: sweeping.SweepOptions, store: Store, sbatch: slurm.Sba
 
 
 def status(
-    workdir: Annotated[Path, typer.Option(help="the --workdir the sweep was submitted with")] = Path("results/work"),
+    workdir: Annotated[Path, typer.Option(help="the --workdir the sweep was submitted with (default: any store's "
+                                               "default one)")] = workdirs.ROOT,
     sweep: Annotated[Optional[str], typer.Option(help="sweep id (default: the latest submitted from --workdir)")] = None,
     watch: Annotated[bool, typer.Option(help="refresh until every task has ended")] = False,
 ) -> None:
@@ -56,7 +57,9 @@ def status(
 
 
 def _latest_plan(workdir: Path) -> Path:
-    plans = sorted(workdir.glob(f"slurm-*/{slurm.PLAN_FILE}"), key=lambda path: path.stat().st_mtime)
+    # a sweep's default --workdir is its store's folder under workdirs.ROOT
+    plans = sorted([*workdir.glob(f"slurm-*/{slurm.PLAN_FILE}"), *workdir.glob(f"*/slurm-*/{slurm.PLAN_FILE}")],
+                   key=lambda path: path.stat().st_mtime)
     if not plans:
         raise UsageError(f"no Slurm sweep submitted from --workdir {workdir}")
     return plans[-1]

@@ -27,9 +27,10 @@ def print_plan(options: sweeping.SweepOptions, db: str) -> None:
     store = existing_store(db)
     options.estimator = schedule.Estimator.from_results(store.cells(gpu_tag=options.target.tag) if store else [])
     lanes = max(len(options.target.gpus), 1)
+    shared = f", {options.overlap} processes at once on each" if options.overlap > 1 else ""
     table = Table(title=f"plan: suite {escape(options.suite.name)} on {escape(options.target.tag)}, {lanes} "
-                        f"GPU lane(s)" if options.target.gpus else f"plan: suite {escape(options.suite.name)} on "
-                        f"the CPU")
+                        f"GPU(s){shared}" if options.target.gpus else f"plan: suite {escape(options.suite.name)} on "
+                        f"the CPU{shared}")
     for column in ("env", "model", "workflow", "batch", "processes", "estimate"):
         table.add_column(column, justify="right" if column in ("batch", "processes", "estimate") else "left")
     loads = [0.0] * lanes
@@ -42,7 +43,10 @@ def print_plan(options: sweeping.SweepOptions, db: str) -> None:
                      for job in env_plan.to_run}
         processes += sum(due[job.job_id] + schedule.cold_processes(job, env_plan.cold_first(job))
                          for job in env_plan.to_run)
-        for lane, seconds in enumerate(schedule.simulate(schedule.groups(env_plan.to_run, estimates, {}), lanes)):
+        windows = {job.job_id: options.estimator.cell_window_s(job, due[job.job_id], env_plan.cold_first(job))
+                   for job in env_plan.to_run}
+        for lane, seconds in enumerate(schedule.simulate(schedule.groups(env_plan.to_run, estimates, {}, windows),
+                                                         lanes, options.overlap)):
             loads[lane] += seconds
         for job in sorted(env_plan.to_run, key=lambda job: estimates[job.job_id], reverse=True):
             if listed < LISTED:
@@ -56,8 +60,8 @@ def print_plan(options: sweeping.SweepOptions, db: str) -> None:
         console.print(f"… and {unlisted} shorter cell(s)")
     console.print(f"{listed + unlisted} cell(s) to run in about {processes} worker process(es); {unsupported} "
                   f"stored `unsupported` at once; {skipped} already final (skipped)", highlight=False)
-    console.print(f"estimated wall time: {format_duration(max(loads))} on {lanes} lane(s) "
-                  f"(per lane: {', '.join(format_duration(load) for load in loads)}); estimates from "
+    console.print(f"estimated wall time: {format_duration(max(loads))} on {lanes} GPU(s){shared} "
+                  f"(per GPU: {', '.join(format_duration(load) for load in loads)}); estimates from "
                   f"{'the store' if options.estimator.history else 'typical costs'}"
                   f"{' where it has the cell' if options.estimator.history else ''}; nothing was run or written",
                   highlight=False)

@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from mlcbench.orchestrator.reports.data import (deciding_timing, implausible, joules_per_unit, not_compiled,
+from mlcbench.orchestrator.reports.data import (deciding_timing, energy_of, implausible, joules_per_unit, not_compiled,
                                                 oversubscribed, timed_calls_unchecked, wide)
 from mlcbench.orchestrator.reports.fmt import estimate, printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
@@ -38,6 +38,12 @@ def _energy(result: Result) -> str:
     """Joules per generated token (LLMs) or per call, with the interval ("" where the cell has no figure)."""
     figure = joules_per_unit(result)
     return "" if figure is None else estimate(*figure)
+
+
+def _energy_or_why(result: Result) -> str:
+    """The energy column's cell: the figure, or why the cell has none."""
+    energy = energy_of(result)
+    return _energy(result) or (f"none: {energy.reason}" if energy is not None and energy.reason else "")
 
 
 def _reason(result: Result) -> str:
@@ -109,7 +115,7 @@ def wide_table(results: list[Result], title: str) -> Table:
             _stored(result.provenance.gpu_tag or ""), _stored(result.provenance.env or ""), _stored(_model(job)),
             _stored(job.workflow_label()), job.precision, str(job.batch_size),
             f"[{style}]{result.status}[/]{NOT_COMPILED if _compiled_nothing(result) else ''}",
-            _median(metrics.latency), _throughput(result), *([_energy(result)] if energy else []),
+            _median(metrics.latency), _throughput(result), *([_stored(_energy_or_why(result)[:80])] if energy else []),
             _num(metrics.compile_s), correct, _stored(_reason(result)[:120]),
         )
     return table

@@ -71,6 +71,8 @@ class Lane:
     gpu: Optional[GpuInfo] = None
     cpus: Optional[frozenset[int]] = None
     startup: Startup = "exec"
+    # where lanes share the GPU (--overlap): the folder their workers time through one at a time
+    gate: Optional[Path] = None
 
     @property
     def gpu_uuid(self) -> Optional[str]:
@@ -79,7 +81,8 @@ class Lane:
     def environment(self) -> dict[str, str]:
         """What a worker's environment adds: Inductor's compile workers held to the lane's cores, so that a compile
         does not take the cores of a neighbour's timed calls."""
-        return {"TORCHINDUCTOR_COMPILE_THREADS": str(len(self.cpus))} if self.cpus else {}
+        threads = {"TORCHINDUCTOR_COMPILE_THREADS": str(len(self.cpus))} if self.cpus else {}
+        return {**threads, protocol.TIMING_GATE_ENV: str(self.gate.resolve())} if self.gate is not None else threads
 
 
 class Runtime(ABC):

@@ -177,9 +177,9 @@ class Store:
                 session.flush()
                 session.rollback()
         except DBAPIError as error:
-            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error, self.url)}; "
-                                     f"nothing was run; mend it (a user without INSERT rights, a full disk) or "
-                                     f"choose another --db") from None
+            raise EnvironmentFailure(write_failure(error, self.url, "nothing was run; mend it (a user without INSERT "
+                                                                    "rights, a full disk) or choose another --db")) \
+                from None
 
     def put(self, result: Result, sweep_id: Optional[str] = None) -> None:
         """Add one attempt at its cell; the cell's earlier attempts stay."""
@@ -194,9 +194,7 @@ class Store:
                 session.add_all(ResultRow(**_columns(result), sweep_id=sweep_id) for result, sweep_id in attempts)
                 session.add_all(_calibration_row(calibration) for calibration in calibrations)
         except DBAPIError as error:
-            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error, self.url)}; "
-                                     f"what was stored before is kept, run the same command again once it is "
-                                     f"mended") from None
+            raise EnvironmentFailure(write_failure(error, self.url, KEPT)) from None
 
     def put_attempt(self, result: Result, sweep_id: Optional[str] = None, row_id: Optional[int] = None) -> int:
         """Store an attempt that may grow: a new one (row_id None), or the attempt of row `row_id` replaced by this
@@ -213,9 +211,7 @@ class Store:
                 session.flush()
                 return row.id
         except DBAPIError as error:
-            raise EnvironmentFailure(f"cannot write to the result store {self.safe_url}: {failure(error, self.url)}; "
-                                     f"what was stored before is kept, run the same command again once it is "
-                                     f"mended") from None
+            raise EnvironmentFailure(write_failure(error, self.url, KEPT)) from None
 
     def put_calibration(self, calibration: Calibration) -> None:
         with Session(self.writer) as session, session.begin():
@@ -372,7 +368,13 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
     except ArgumentError:
         raise UsageError(f"cannot use --db {safe_url(url)}: not a SQLAlchemy URL "
                          f"(e.g. sqlite:///results/mlcbench.db, postgresql+psycopg://user:password@host/db)") from None
-    except (ImportError, ValueError) as error:
+    except ImportError as error:
+        driver = f"psycopg, which mlcbench's postgres extra installs: pip install '{POSTGRES_EXTRA}'" \
+            if error.name == "psycopg" else f"{error.name or 'its driver'}; with mlcbench's postgres extra (pip " \
+            f"install '{POSTGRES_EXTRA}'), write the URL postgresql+psycopg://USER:PASSWORD@HOST/DB"
+        raise UsageError(f"cannot use --db {safe_url(url)}: its database driver is not installed: {driver}") \
+            from None
+    except ValueError as error:
         raise UsageError(f"cannot use --db {safe_url(url)}: {mask(str(error), url_secrets(url))}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas if create else _sqlite_reading_pragmas)
@@ -385,7 +387,7 @@ def open_engine(url: str, create: bool = True, pooled: bool = True) -> OpenedSto
         engine.dispose()
         raise
     except DBAPIError as error:
-        diagnosis = diagnose(error, engine.dialect.name)
+        diagnosis = diagnose(error, engine.dialect.name, path)
         raise diagnosis.kind(f"cannot open the result store {safe_url(url)}: {failure(error, url)}; "
                              f"{diagnosis.advice}") from None
     return OpenedStore(engine, read_only=False)
@@ -442,6 +444,8 @@ def _read_only_sqlite(path: Path) -> OpenedStore:
     return OpenedStore(engine, read_only=True, warning=warning)
 
 
+# the install that brings the PostgreSQL driver (pyproject.toml's extras)
+POSTGRES_EXTRA = "mlcbench[postgres]"
 # what an OSError says when the machine failed (a full disk or quota, an I/O error), not the path the user gave
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 # SQLite's primary result codes (an extended code carries one in its low byte)
@@ -452,6 +456,8 @@ _BAD_LOGIN, _NO_SUCH_DATABASE = "28", "3D"
 _BAD_LOGIN_WORDS = ("password authentication failed", "no password supplied", 'role "', "authentication failed")
 _NO_SUCH_DATABASE_WORDS = ("does not exist",)
 RETRY = "then run the same command again"
+# what a failed write leaves, and what to do where no cause is known
+KEPT = "what was stored before is kept, run the same command again once it is mended"
 
 
 @dataclass(frozen=True)
@@ -463,18 +469,18 @@ class Diagnosis:
     advice: str
 
 
-def diagnose(error: DBAPIError, dialect: str) -> Diagnosis:
-    """Why a database refused to open, from SQLite's result code or the server's SQLSTATE (libpq's message where a
-    refused connection has none)."""
+def diagnose(error: DBAPIError, dialect: str, path: Optional[Path] = None) -> Diagnosis:
+    """Why a database refused to open, from SQLite's result code (`path`: its file) or the server's SQLSTATE
+    (libpq's message where a refused connection has none)."""
     if dialect == "sqlite":
         code = (getattr(error.orig, "sqlite_errorcode", None) or 0) & 0xFF
         if code == _SQLITE_FULL:
-            return Diagnosis(EnvironmentFailure, f"the disk that holds it is full: free space, {RETRY}")
+            return Diagnosis(EnvironmentFailure, full_advice(path))
         if code in (_SQLITE_IOERR, _SQLITE_NOMEM):
             return Diagnosis(EnvironmentFailure, f"the machine failed reading or writing it: mend the disk or free "
                                                  f"memory, {RETRY}")
         if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-            return Diagnosis(EnvironmentFailure, f"another process holds it locked: wait for it to end, {RETRY}")
+            return Diagnosis(EnvironmentFailure, locked_advice(path))
         return Diagnosis(UsageError, "check --db")
     sqlstate = getattr(error.orig, "sqlstate", None) or ""
     said = str(error.orig)
@@ -487,6 +493,50 @@ def diagnose(error: DBAPIError, dialect: str) -> Diagnosis:
     if sqlstate:
         return Diagnosis(EnvironmentFailure, f"the database server answered but could not serve it: mend it, {RETRY}")
     return Diagnosis(EnvironmentFailure, f"start the database server or mend the network, {RETRY}")
+
+
+def write_failure(error: DBAPIError, url: str, otherwise: str) -> str:
+    """Why a write to the store failed, and what to do: for a SQLite file that stayed locked or whose disk is full,
+    said with its path; else `otherwise`."""
+    reason = f"cannot write to the result store {safe_url(url)}: {failure(error, url)}"
+    code = (getattr(error.orig, "sqlite_errorcode", None) or 0) & 0xFF
+    path = sqlite_file(url)
+    if path is not None and code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return f"{reason}; {locked_advice(path)}"
+    if path is not None and code == _SQLITE_FULL:
+        return f"{reason}; {full_advice(path)}"
+    return f"{reason}; {otherwise}"
+
+
+def full_advice(path: Optional[Path]) -> str:
+    where = f"the disk that holds {path.absolute().parent}" if path is not None else "the disk that holds it"
+    return f"{where} is full: free space there, {RETRY}"
+
+
+def locked_advice(path: Optional[Path]) -> str:
+    """What keeps a SQLite file locked past the busy timeout, likeliest first, for the file at `path`."""
+    file = path.absolute() if path is not None else "the file"
+    network = _network_filesystem(path.absolute().parent) if path is not None else None
+    if network:
+        return (f"{file} is on a {network} filesystem, whose locks SQLite cannot rely on: put the store on a local "
+                f"disk (--db), or use PostgreSQL for stores shared between hosts")
+    return (f"another process held {file} locked for over {SQLITE_BUSY_TIMEOUT_MS / 1000:g} s: another mlcbench "
+            f"sweep or merge writing to it, or a program holding it open in a transaction (sqlite3, a database "
+            f"browser); end that program, or give this sweep a store of its own (--db; mlcbench merge folds stores "
+            f"together), {RETRY}")
+
+
+def _network_filesystem(folder: Path) -> Optional[str]:
+    """The type of the network filesystem that holds `folder` (nfs, cifs ...), None for a local one."""
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return None
+    holding = [(point, kind) for point, kind in mounts if folder == Path(point) or Path(point) in folder.parents]
+    if not holding:
+        return None
+    kind = max(holding, key=lambda mount: len(mount[0]))[1]
+    return kind if kind.startswith(("nfs", "cifs", "smb", "9p", "fuse.sshfs", "lustre", "gpfs", "ceph")) else None
 
 
 def _refuse_unencoded_at(url: str) -> None:

@@ -1,12 +1,15 @@
 """What the host adds to every result before storing it: tags, image, code revision, and derived figures."""
 
 import os
+import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.fractions import of_decode_bound, of_peak, peak_tflops
+from mlcbench.orchestrator.store.database import ResultRow
 from mlcbench.schema import GPUS, Result
 
 REPO = Path(__file__).resolve().parents[2]
@@ -14,14 +17,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 # the code revision of a copy that has no .git (copied to a GPU machine, installed from a wheel): pass it in
 GIT_REV_VARIABLE = "MLCBENCH_GIT_REV"
+# what a revision may hold: a commit, a tag or a describe output ("v1.2-3-gabc-dirty"), no spaces or control characters
+_REVISION = re.compile(r"[\w.+/@-]+")
 
 
 @lru_cache(maxsize=1)
 def git_revision() -> Optional[str]:
-    """MLCBENCH_GIT_REV when set, else the checkout's HEAD (12 hex digits, "-dirty" with uncommitted changes to
-    tracked files); None where neither is known."""
+    """MLCBENCH_GIT_REV when set (a UsageError naming it where it is not a revision the store can hold), else the
+    checkout's HEAD (12 hex digits, "-dirty" with uncommitted changes to tracked files); None where neither is
+    known."""
     given = os.environ.get(GIT_REV_VARIABLE, "").strip()
     if given:
+        limit = ResultRow.__table__.c.git_rev.type.length
+        if len(given) > limit or not _REVISION.fullmatch(given):
+            raise UsageError(f"{GIT_REV_VARIABLE} {given[:limit]!r}{'...' if len(given) > limit else ''} is not a "
+                             f"code revision ({len(given)} characters; expected at most {limit} letters, digits and "
+                             f"._+/@-, e.g. the output of git rev-parse --short=12 HEAD): set it to one, or unset it")
         return given
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True,

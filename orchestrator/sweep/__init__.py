@@ -19,11 +19,11 @@ from mlcbench.orchestrator.runtimes.base import Lane, Runtime, StopRequest
 from mlcbench.orchestrator.runtimes.follower import run_jobs
 from mlcbench.orchestrator.runtimes.registry import start_runtime
 from mlcbench.orchestrator.store import Store, provenance, record
-from mlcbench.orchestrator.sweep import recovery, schedule
+from mlcbench.orchestrator.sweep import recovery, schedule, sharing
 from mlcbench.orchestrator.sweep.cells import CellAttempt, WorkerScope, on_gpu
 from mlcbench.schema import (FINAL_STATUSES, OWN_WORKER_WORKFLOWS, Calibration, EnvSpec, GpuInfo, JobSpec, Result,
                              Suite)
-from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, Startup, new_sweep_id
+from mlcbench.schema.protocol import DEFAULT_CACHE_DIR, GATE_MEMBERS, Startup, new_sweep_id
 
 JOIN_POLL_S = 0.2
 
@@ -47,8 +47,10 @@ class SweepOptions:
     worker_scope: WorkerScope = "cell"
     # how a worker's interpreter starts (protocol.Startup; the local env forks, other runtimes start each anew)
     startup: Startup = "exec"
-    # each GPU's workers on a share of the host's cores of their own (several GPUs)
+    # each GPU's workers on a share of the host's cores of their own (several GPUs, or several lanes of one)
     pin_cores: bool = True
+    # lanes (worker processes at once) per GPU: their compiles overlap, their timed windows never do (sharing.py)
+    overlap: int = 1
     # stop after this many rounds (None: when every cell has its processes); the next sweep resumes
     max_rounds: Optional[int] = None
     # the seconds a process is expected to take (the lanes' balance, the progress line's estimate)
@@ -214,7 +216,8 @@ def _run_env(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_fac
     git_rev = provenance.git_revision()
     described = recovery.SweepRecord(sweep_id=options.sweep_id, env=env.name, gpu_tag=options.target.tag,
                                      config_key=env_plan.config_key, order_seed=options.order_seed,
-                                     worker_scope=options.worker_scope, git_rev=git_rev, rerun=options.rerun)
+                                     worker_scope=options.worker_scope, git_rev=git_rev, rerun=options.rerun,
+                                     store=recovery.store_identity(writer._store.url))
     with recovery.claimed(workdir, described):
         return _run_cells(env, env_plan, options, runtime_factory, writer, listener, stop, workdir, git_rev)
 
@@ -225,9 +228,15 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
     runtimes: list[tuple[Optional[GpuInfo], Runtime]] = []
     try:
         gpus = options.target.gpus or (None,)
-        shares = schedule.core_shares(len(gpus)) if options.pin_cores else [None] * len(gpus)
-        for gpu, cpus in zip(gpus, shares):
-            runtimes.append((gpu, runtime_factory(env, options, Lane(gpu=gpu, cpus=cpus, startup=options.startup))))
+        lane_gpus = [(index, gpu) for index, gpu in enumerate(gpus) for _ in range(options.overlap)]
+        shares = schedule.core_shares(len(lane_gpus)) if options.pin_cores else [None] * len(lane_gpus)
+        gates = [workdir / "gates" / f"gpu{index}" if options.overlap > 1 else None for index, _ in lane_gpus]
+        budgets = {index: sharing.MemoryBudget(gpu) for index, gpu in enumerate(gpus)}
+        for (_, gpu), cpus, gate in zip(lane_gpus, shares, gates):
+            if gate is not None:
+                (gate / GATE_MEMBERS).mkdir(parents=True, exist_ok=True)
+            runtimes.append((gpu, runtime_factory(env, options, Lane(gpu=gpu, cpus=cpus, startup=options.startup,
+                                                                     gate=gate))))
         cells = {job.job_id: CellAttempt(job, options.sweep_id, options.order_seed, options.worker_scope, git_rev,
                                          env_plan.resumed.get(job.job_id)) for job in env_plan.to_run}
         for cell in cells.values():
@@ -235,7 +244,8 @@ def _run_cells(env: EnvSpec, env_plan: EnvPlan, options: SweepOptions, runtime_f
                                  if gpu is not None and gpu.uuid == cell.resumed_gpu_uuid), None)
         estimates = assign_lanes(cells, env_plan, options.estimator, len(runtimes))
         listener.work_planned(sum(estimates.values()), len(runtimes))
-        lanes = _Lanes(env, env_plan, options, writer, listener, stop, workdir, runtimes, cells)
+        lanes = _Lanes(env, env_plan, options, writer, listener, stop, workdir, runtimes, cells, gates,
+                       [budgets[index] for index, _ in lane_gpus])
         _run_lanes(len(runtimes), lanes.run, stop)
         return sum(1 for cell in cells.values() if cell.due())
     finally:
@@ -256,6 +266,9 @@ class _Lanes:
     workdir: Path
     runtimes: list[tuple[Optional[GpuInfo], Runtime]]
     cells: dict[str, CellAttempt]
+    # per lane: the gate its GPU's workers time through (None: the lane has its GPU alone), its GPU's memory
+    gates: list[Optional[Path]]
+    budgets: list[sharing.MemoryBudget]
 
     def __post_init__(self) -> None:
         self.digests = {id(runtime): runtime.image_digest() for _, runtime in self.runtimes}
@@ -290,10 +303,16 @@ class _Lanes:
             recovery.describe_unit(unit_folder, recovery.UnitRecord(
                 round=round_index, positions={job.job_id: positions[job.job_id] for job in unit}, gpu=gpu,
                 image_digest=self.digests[id(runtime)]))
-            run_jobs(runtime, unit, unit_folder,
-                     lambda result: self._stored(lane, round_index, positions[result.job_id], result),
-                     stop=self.stop, on_start=lambda job: _started(self.writer, self.listener, job),
-                     on_calibration=self._calibrator(gpu))
+            with self.budgets[lane].reserved(max(sharing.memory_estimate(job) for job in unit)):
+                try:
+                    run_jobs(runtime, unit, unit_folder,
+                             lambda result: self._stored(lane, round_index, positions[result.job_id], result),
+                             stop=self.stop, on_start=lambda job: _started(self.writer, self.listener, job),
+                             on_calibration=self._calibrator(gpu))
+                finally:
+                    gate = self.gates[lane]
+                    if gate is not None:
+                        sharing.resume_stopped(gate)
 
     def _stored(self, lane: int, round_index: int, position: int, result: Result) -> None:
         gpu, runtime = self.runtimes[lane]

@@ -4,23 +4,33 @@ a second (workers/orphan.py), a container until the next sweep removes it: those
 only. Each sweep folder says what its results belong to (sweep.json) and each work unit which round and places its
 jobs had (unit.json); a live sweep holds a lock on its folder. The next sweep (or a requeued Slurm task) takes each
 unlocked folder that has no end marker, stores the processes its attempts lack (a process is known by its sweep and
-round: a cell runs once per round), and marks the folder ended."""
+round: a cell runs once per round), and marks the folder ended. A folder belongs to the store its sweep wrote to
+(sweep.json names it): a sweep into another store leaves it alone, and `left_for_other_stores` says what it left. A
+result that cannot be stored (a value the store refuses) sets its folder aside as failed rather than stopping every
+later sweep on it."""
 
 import fcntl
+import sys
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from mlcbench.orchestrator import workdirs
 from mlcbench.orchestrator.sweep.cells import CellAttempt, WorkerScope, on_gpu
 from mlcbench.orchestrator.planner import is_partial, stored_processes
+from mlcbench.orchestrator.errors import UsageError
 from mlcbench.orchestrator.store import Store, record
+from mlcbench.orchestrator.store.database import sqlite_file
 from mlcbench.schema import GpuInfo, Result
 from mlcbench.schema.protocol import RESULTS_FILE, read_lines
 
 SWEEP_FILE, UNIT_FILE, LOCK_FILE = "sweep.json", "unit.json", ".lock"
+# why a killed sweep's results could not be read back into its store (beside the folder's failure marker)
+REFUSED_FILE = "not-stored.txt"
 
 
 class SweepRecord(BaseModel):
@@ -35,6 +45,8 @@ class SweepRecord(BaseModel):
     git_rev: Optional[str]
     # a --rerun measures afresh; otherwise a cell short of its processes went on from its stored attempt
     rerun: bool = False
+    # the store its results go to (store_identity); None in folders of an mlcbench before stores were named: any
+    store: Optional[str] = None
 
 
 class UnitRecord(BaseModel):
@@ -64,10 +76,43 @@ def describe_unit(folder: Path, unit: UnitRecord) -> None:
     (folder / UNIT_FILE).write_text(unit.model_dump_json(), encoding="utf-8")
 
 
+def store_identity(url: str) -> str:
+    """One store, whatever URL reaches it: a SQLite file by its resolved path, a server's database by its host, port
+    and name (driver and credentials aside)."""
+    path = sqlite_file(url)
+    if path is not None:
+        return f"sqlite:///{path.expanduser().resolve()}"
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):  # not a URL: opening the store refuses it
+        return url
+    return f"{parsed.get_backend_name()}://{parsed.host or ''}:{parsed.port or ''}/{parsed.database or ''}"
+
+
+def left_for_other_stores(workdir: Path, store: Store) -> dict[str, list[Path]]:
+    """The folders under `workdir` that killed sweeps into other stores left to be read back: each store's."""
+    mine, left = store_identity(store.url), {}
+    for folder, sweep in _unended(workdir):
+        if sweep.store not in (None, mine):
+            left.setdefault(sweep.store, []).append(folder)
+    return left
+
+
+def _unended(workdir: Path) -> Iterator[tuple[Path, SweepRecord]]:
+    for described in sorted(workdir.glob(f"*/{SWEEP_FILE}")):
+        if _ended(described.parent):
+            continue
+        try:
+            yield described.parent, SweepRecord.model_validate_json(described.read_text(encoding="utf-8"))
+        except (ValidationError, OSError):
+            continue
+
+
 def recover(workdir: Path, store: Store) -> int:
-    """Store what the workers of killed sweeps under `workdir` wrote and no sweep stored; returns how many processes
-    (results) that was."""
-    recovered = 0
+    """Store what the workers of killed sweeps into this store under `workdir` wrote and no sweep stored; returns how
+    many processes (results) that was. A folder whose results the store refuses is marked failed, the reason beside
+    it (REFUSED_FILE), and left for the user to read; a folder of another store is left as it is."""
+    recovered, mine = 0, store_identity(store.url)
     for described in sorted(workdir.glob(f"*/{SWEEP_FILE}")):
         folder = described.parent
         if _ended(folder):
@@ -84,7 +129,17 @@ def recover(workdir: Path, store: Store) -> int:
                 sweep = SweepRecord.model_validate_json(described.read_text(encoding="utf-8"))
             except (ValidationError, OSError):
                 continue
-            recovered += _recover_folder(folder, sweep, store)
+            if sweep.store not in (None, mine):  # another store's: read back by a sweep into that one
+                continue
+            try:
+                recovered += _recover_folder(folder, sweep, store)
+            except UsageError as refused:
+                (folder / workdirs.FAILED).write_text(sweep.sweep_id, encoding="utf-8")
+                (folder / REFUSED_FILE).write_text(f"{refused}\n", encoding="utf-8")
+                print(f"warning: a killed sweep's results in {folder} cannot be stored ({refused}); that folder is set "
+                      f"aside (marked failed, why in {REFUSED_FILE}) and this sweep goes on; delete it once read",
+                      file=sys.stderr)
+                continue
             (folder / workdirs.ENDED).write_text(sweep.sweep_id, encoding="utf-8")
     return recovered
 

@@ -14,6 +14,7 @@ from mlcbench.orchestrator.runtimes.simulated import SimulatedRuntime, answer_ok
 from mlcbench.orchestrator.store import Store
 from mlcbench.orchestrator.sweep import schedule
 from mlcbench.schema import JobSpec, Metrics, ProcessTiming, Result, Suite, SuiteEntry, Timing
+from mlcbench.schema.results import TimedWindow
 from tests.orchestrator.test_parallel_sweep import ONE_PROCESS, fake_gpus
 
 
@@ -49,6 +50,34 @@ def test_groups_go_longest_first_to_the_least_loaded_lane_and_a_resumed_group_st
     pinned = schedule.groups(jobs, estimate, {jobs[3].job_id: 0})
     assert schedule.simulate(pinned, 2) == [15.0, 13.0] and pinned[-1].lane == 0
     assert schedule.simulate(schedule.groups(jobs, estimate, {jobs[0].job_id: 1}), 2)[1] >= 10.0
+
+
+def test_lanes_sharing_a_gpu_each_stand_stopped_through_the_others_timed_windows():
+    jobs = [_job("ffn-small", "eager", batch) for batch in (1, 2, 4, 8)]
+    estimate = {job.job_id: seconds for job, seconds in zip(jobs, (10.0, 7.0, 6.0, 5.0))}
+    windows = {job.job_id: seconds for job, seconds in zip(jobs, (2.0, 1.0, 1.0, 3.0))}
+    groups = schedule.groups(jobs, estimate, {}, windows)
+    # one GPU, two lanes: 10+5 (windows 2+3) | 7+6 (windows 1+1); each lane waits out the other's windows
+    assert schedule.simulate(groups, 1, overlap=2) == [max(15.0 + 2.0, 13.0 + 5.0)]
+    assert schedule.simulate(groups, 2, overlap=1) == [15.0, 13.0]  # a GPU each: nobody waits
+    assert schedule.simulate(groups, 1, overlap=4) == [max(10.0 + 5.0, 7.0 + 6.0, 6.0 + 6.0, 5.0 + 4.0)]
+    # only windows: overlapping buys nothing, their sum is the wall
+    only = schedule.groups(jobs, estimate, {}, estimate)
+    assert schedule.simulate(only, 1, overlap=3) == [sum(estimate.values())]
+
+
+def test_a_gpu_process_is_planned_with_its_timed_window_and_the_store_refines_it():
+    gpu_job = JobSpec(model="ffn-tinyllama", workflow="eager", batch_size=1, device="cuda", precision="bf16")
+    typical = schedule.Estimator()
+    cpu_job = gpu_job.model_copy(update={"device": "cpu"})
+    assert typical.window_s(gpu_job) == schedule.WINDOW_S["synthetic"] and typical.window_s(cpu_job) == 0
+    assert typical.cell_window_s(gpu_job, 3, cold_first=True) == 3 * typical.window_s(gpu_job)
+    began = datetime(2026, 12, 7, tzinfo=timezone.utc)
+    window = TimedWindow(opened_at=began, closed_at=began + timedelta(seconds=4.5), waited_s=0, neighbours_stopped=1)
+    stored = Result(job_id=gpu_job.job_id, job=gpu_job, status="ok", metrics=Metrics(latency=Timing(
+        median_ms=1, p10_ms=1, p90_ms=1, mean_ms=1, cv=0, repeats=1, method="cuda_events",
+        processes=[ProcessTiming(samples_ms=[1.0], window=window)])))
+    assert schedule.Estimator.from_results([stored]).window_s(gpu_job) == 4.5
 
 
 def test_core_shares_are_disjoint_whole_cores_covering_the_host_and_none_for_one_lane():

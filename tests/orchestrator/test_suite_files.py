@@ -255,7 +255,7 @@ def test_a_layout_the_catalog_does_not_count_has_no_decode_bound_stored_or_repor
     from mlcbench.orchestrator.reports.data import spec_fraction
     from mlcbench.orchestrator.reports.sections.decode import decode_lines
     from mlcbench.orchestrator.store.provenance import finish
-    from mlcbench.schema.catalog import llm_from_hf_config
+    from mlcbench.schema.hf_config import llm_from_hf_config
     from tests.conftest import GPT2_TINY_CONFIG
     from tests.reports.conftest import make_result
 

@@ -18,6 +18,7 @@ from mlcbench.orchestrator.reports.html import write_html
 from mlcbench.orchestrator.reports.markdown import markdown
 from mlcbench.orchestrator.reports.report import build_report
 from mlcbench.orchestrator.reports.sections.compare import compare, comparison_table
+from mlcbench.orchestrator.reports.sections.throughput import _cell
 from mlcbench.orchestrator.reports.selection import Selection
 from mlcbench.orchestrator.reports.tables import wide_table
 from mlcbench.schema import ProcessTiming
@@ -154,6 +155,13 @@ def test_results_and_export_show_the_energy_and_say_why_where_there_is_none():
     assert float(llm["power_w"]) == pytest.approx(25.6, rel=0.01) and float(llm["temperature_end_c"]) == 50
     assert llm["energy_method"] == "nvml_energy_counter_timed_window" and float(llm["power_check_ratio"]) == 1.0
     assert synthetic["joules_per_call"] == "" and synthetic["energy_reason"] == TOO_SHORT
+    # beside a cell with a figure, `results` says why the other has none
+    console = Console(width=400, record=True)
+    console.print(wide_table([eager, short], "results"))
+    assert f"none: {TOO_SHORT}"[:80] in console.export_text()
+    # and the report's throughput table, in the cell's tooltip
+    [row] = perf_rows([short])
+    assert _cell(row).tooltip.endswith(f"no energy figure: {TOO_SHORT}")
 
 
 def test_the_report_shows_joules_per_token_beside_throughput_tokens_per_joule_in_p3_and_a_figure(tmp_path):

@@ -3,7 +3,7 @@ architectures the compiled decode step implements."""
 
 import pytest
 
-from mlcbench.schema.catalog import llm_from_hf_config
+from mlcbench.schema.hf_config import llm_from_hf_config
 from mlcbench.schema.families import FAMILIES, STATIC_DECODE_ARCHITECTURES
 
 DIMS = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,

@@ -289,13 +289,14 @@ def test_a_precompile_shape_names_the_options_the_model_and_the_shape_a_job_comp
     assert job_shape(job()) != before
 
 
-def test_cache_key_names_interpreter_torch_triton_device_and_image():
+def test_cache_key_names_interpreter_torch_triton_device_image_and_worker_code():
     base = dict(python="3.12.3", torch_version="2.11.0+cu130", triton_version="3.5.0",
-                device="NVIDIA H100 80GB HBM3-sm90", image_digest=None)
+                device="NVIDIA H100 80GB HBM3-sm90", image_digest=None, code="e1805f134876afb693213d16")
     key = cache_key(**base)
     assert "/" not in key and " " not in key
     for field, other in [("torch_version", "2.13.0+cu130"), ("python", "3.11.7"), ("triton_version", "3.6.0"),
-                         ("device", "NVIDIA H200-sm90"), ("image_digest", "sha256:0123456789abcdef0123")]:
+                         ("device", "NVIDIA H200-sm90"), ("image_digest", "sha256:0123456789abcdef0123"),
+                         ("code", "0e1805f134876afb693213d1")]:
         assert cache_key(**{**base, field: other}) != key, field
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mlcbench.schema import MODELS, JobSpec
-from mlcbench.schema.catalog import llm_from_hf_config
+from mlcbench.schema.hf_config import llm_from_hf_config
 from mlcbench.workers.decode.compiled_step import CompiledStepRunner, decode_step, prefill
 from mlcbench.workers.decode.hf_generate import HFGenerateRunner
 from mlcbench.workers.decode.static_llama import StaticLlama

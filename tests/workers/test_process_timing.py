@@ -42,7 +42,7 @@ def test_an_llm_process_times_its_prefill_as_its_calls_and_derives_the_step_from
 def test_a_process_records_the_host_and_the_gpu_it_ran_on(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "gpu_info", lambda: GpuInfo(name="NVIDIA H200", uuid="GPU-here", index=0))
     monkeypatch.setattr(runner, "read_clocks", lambda uuid, at: None)
-    monkeypatch.setattr(runner, "_run", lambda job, cache_dir: runner.Outcome(
+    monkeypatch.setattr(runner, "_run", lambda job, cache_dir, gate: runner.Outcome(
         "ok", metrics=Metrics(latency=timing.summarize([1.0, 1.1], "cuda_events")), timed_from=time.time()))
     result = run_job(JobSpec(model="ffn-small", workflow="eager", precision="fp32", batch_size=1, device="cuda",
                              warmup=0, repeats=2), tmp_path)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from mlcbench.schema import GpuInfo, JobSpec, Result
-from mlcbench.schema.catalog import llm_from_hf_config
+from mlcbench.schema.hf_config import llm_from_hf_config
 from mlcbench.schema.protocol import REFERENCE_CACHE_ENV
 from mlcbench.workers.interface import WorkflowContext
 from mlcbench.workers.measurement import llm as llm_kind

@@ -10,19 +10,20 @@ the same compile facts."""
 import importlib
 import time
 from abc import ABC, abstractmethod
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, ContextManager, Generic, Mapping, Optional, TypeVar
+from typing import Callable, ClassVar, ContextManager, Generic, Iterator, Mapping, Optional, TypeVar
 
 import torch
 
 from mlcbench.schema import REFERENCE, WORKFLOWS, Applied, Correctness, Metrics, ModelInfo, Timing
-from mlcbench.schema.results import Setting
+from mlcbench.schema.results import Setting, TimedWindow
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with_fields
 from mlcbench.workers.measurement.clocks import clocks_during_calls
 from mlcbench.workers.measurement.correctness import InputSetsChecked, with_input_sets, worst_of
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.energy import energy_meter
+from mlcbench.workers.measurement.gate import Gate
 from mlcbench.workers.measurement.probes import host_load
 from mlcbench.workers.measurement.references import ReferenceCache, ReferenceState
 from mlcbench.workers.measurement.timing import for_this_process, peak_memory, time_calls, timed_once
@@ -128,7 +129,18 @@ def import_compiler(workflow: str) -> Optional[float]:
     return time.perf_counter() - begin
 
 
-def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, references: ReferenceCache) -> Measured:
+@contextmanager
+def exclusive_window(gate: Optional[Gate], cuda: bool) -> Iterator[list[TimedWindow]]:
+    """The GPU alone while the block runs where the process shares it (a gate); yields the window's record holder."""
+    if gate is None:
+        yield []
+        return
+    with gate.exclusive(drain=cuda) as window:
+        yield window
+
+
+def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, references: ReferenceCache,
+            gate: Optional[Gate] = None) -> Measured:
     job, cuda = ctx.job, ctx.device.type == "cuda"
     compiled = workflow.name != REFERENCE
     compiler_import_s = import_compiler(workflow.name)
@@ -150,7 +162,7 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
             if memory is None:
                 memory = through_first_call.enter_context(peak_memory(cuda))
             compile_stats = through_first_call.enter_context(dynamo_stats())
-            begin = time.perf_counter()
+            begin, compile_began = time.perf_counter(), time.time()
             with workflow.compiling(ctx) as caches:
                 prepared = kind.prepare(workflow, ctx)
                 prepare_s = time.perf_counter() - begin
@@ -159,15 +171,18 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
         correctness = kind.check(output)
         input_sets = kind.check_input_sets(prepared) if correctness is not None else None
         graphs_before = compiled_graphs()
+        compile_ended = time.time()
         energy = energy_meter(cuda, job.repeats, ctx.cache_dir.parent)
-        timed_from = time.time()
-        load_before = None if cuda else host_load()
-        latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
-                             clocks_during_calls(cuda), edges=[energy],
-                             after_each=kind.keep_timed if correctness else None)
-        cpu = {} if cuda else dict(cpu_threads=torch.get_num_threads(),
-                                   host_load=[load for load in (load_before, host_load()) if load is not None])
-        figures = kind.after_timed_calls(prepared, latency, notes)
+        with exclusive_window(gate, cuda) as window:
+            timed_from = time.time()
+            load_before = None if cuda else host_load()
+            latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
+                                 clocks_during_calls(cuda), edges=[energy],
+                                 after_each=kind.keep_timed if correctness else None,
+                                 min_window_s=energy.min_window_s)
+            cpu = {} if cuda else dict(cpu_threads=torch.get_num_threads(),
+                                       host_load=[load for load in (load_before, host_load()) if load is not None])
+            figures = kind.after_timed_calls(prepared, latency, notes)
         late_compiles = compiled_graphs() - graphs_before
         # a bug that shows only once a call reuses what an earlier one left (a cache, a graph's buffers) fails here
         again = kind.check_again(prepared)
@@ -193,9 +208,12 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
     applied = with_fields(Applied.model_validate(kind.applied_defaults),
                           **prepared.applied.model_dump(exclude_unset=True), compile_caches=caches,
                           compiled_graphs=compile_stats.graphs)
+    compile_stopped_s = gate.stopped_s(compile_began, compile_ended) if gate is not None else None
+    shared = dict(window=window[0], compile_stopped_s=round(compile_stopped_s, 4)) if window else {}
     metrics = Metrics(
-        latency=for_this_process(latency, correctness=correctness, energy=energy.window, **cpu, **figures.process),
-        compile_s=prepare_s + first_call_s, compile_cache=compile_cache, cache_counts=cache_counts, load_s=load_s,
+        latency=for_this_process(latency, correctness=correctness, **cpu, **figures.process, **shared,
+                                 energy=energy.window.model_copy(update={"calls": latency.repeats})),
+        compile_s=prepare_s + first_call_s - (compile_stopped_s or 0.0), compile_cache=compile_cache, cache_counts=cache_counts, load_s=load_s,
         compiler_import_s=compiler_import_s,
         torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
         graph_breaks=compile_stats.graph_breaks if compiled else None,

@@ -7,7 +7,6 @@ name), or that is truncated or unreadable, is never read; the reference is compu
 Files are written whole to a temporary name and renamed, so concurrent writers of one key leave one valid file.
 REFERENCE_CACHE_ENV=0 turns the cache off: every process computes its own and nothing is written."""
 
-import functools
 import hashlib
 import json
 import os
@@ -27,12 +26,12 @@ from mlcbench.schema.jobs import Precision
 from mlcbench.schema.protocol import REFERENCE_CACHE_ENV
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.probes import gpu_info, package_versions
+from mlcbench.workers.stacks.code_key import worker_code
 
 # what a model kind's reference() returns and its use_reference() takes: tensors and plain values, all that
 # torch.load(weights_only=True) reads back
 ReferenceState = dict[str, object]
 FOLDER = "references"  # under the env's cache root, beside the workflows' folders
-WORKER_CODE = Path(__file__).resolve().parents[1]  # the worker package: its code computes the reference
 # notes["reference"]: how this process got its reference
 COMPUTED, READ, CACHE_OFF = "computed", "read from cache", "computed, cache off"
 
@@ -62,7 +61,8 @@ class ReferenceKey(StrictModel):
     torch: str
     cuda: Optional[str]
     transformers: Optional[str]
-    worker_code: str = Field(description="sha256 of the worker's source: how the reference is computed")
+    worker_code: str = Field(description="sha256 of the worker's and the schema's source (code_key.py): how the "
+                                         "reference is computed")
 
     @classmethod
     def of(cls, job: JobSpec) -> "ReferenceKey":
@@ -173,14 +173,6 @@ def _checkpoint_files(folder: Optional[str]) -> tuple[CheckpointFile, ...]:
     entries = sorted((entry for entry in os.scandir(folder) if entry.is_file()), key=lambda entry: entry.name)
     return tuple(CheckpointFile(name=entry.name, size=entry.stat().st_size, mtime_ns=entry.stat().st_mtime_ns)
                  for entry in entries)
-
-
-@functools.cache  # the code does not change while a worker runs; hashing it takes about a millisecond
-def worker_code() -> str:
-    digest = hashlib.sha256()
-    for source in sorted(WORKER_CODE.rglob("*.py")):
-        digest.update(source.relative_to(WORKER_CODE).as_posix().encode() + b"\0" + source.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 def _sha256(text: str) -> str:

@@ -1,5 +1,6 @@
 """Timing and memory measurement, the same for every workflow: warm-up, then timed repeats."""
 
+import math
 import statistics
 import threading
 import time
@@ -7,6 +8,10 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Protocol, Sequence
 
 from mlcbench.schema import Clocks, ProcessTiming, Timing
+
+
+# a process's calls kept in the store, evenly spread in call order (a minimum window can time thousands of sub-ms calls)
+STORED_SAMPLES = 500
 
 
 def summarize(samples_ms: list[float], method: str) -> Timing:
@@ -21,7 +26,8 @@ def summarize(samples_ms: list[float], method: str) -> Timing:
         cv=stdev / mean if mean > 0 else 0.0,
         repeats=len(ordered),
         method=method,
-        processes=[ProcessTiming(samples_ms=samples_ms)],
+        processes=[ProcessTiming(samples_ms=samples_ms[::math.ceil(len(samples_ms) / STORED_SAMPLES)],
+                                 timed_calls=len(samples_ms))],
     )
 
 
@@ -54,8 +60,9 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
                sync: Optional[Callable[[object], None]] = None,
                read_clocks: Optional[Callable[[], Optional[Clocks]]] = None,
                edges: Sequence[WindowEdge] = (),
-               after_each: Optional[Callable[[object], None]] = None) -> Timing:
-    """Median and spread of `repeats` calls of fn after `warmup` calls.
+               after_each: Optional[Callable[[object], None]] = None, min_window_s: float = 0.0) -> Timing:
+    """Median and spread of at least `repeats` calls of fn after `warmup` calls: more where `repeats` calls end before
+    `min_window_s` has passed since the first began (a window long enough for the energy counter, every call kept).
 
     On CUDA each call sits between two events on the current stream; `sync` blocks on results that live outside
     torch's stream (XLA, ONNX Runtime) before the end event is read. `read_clocks` is called during some of the timed
@@ -75,7 +82,8 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
         clocks: list[Clocks] = []
         for edge in edges:
             edge.start()
-        for call in range(repeats):
+        began, call = time.perf_counter(), 0
+        while call < repeats or time.perf_counter() - began < min_window_s:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             out = fn()
@@ -90,12 +98,14 @@ def time_calls(fn: Callable[[], object], warmup: int, repeats: int, cuda: bool,
             samples.append(start.elapsed_time(end))
             if after_each is not None:
                 after_each(out)
+            call += 1
         for edge in edges:
             edge.stop()
         return for_this_process(summarize(samples, "cuda_events"), clocks=clocks)
     for edge in edges:
         edge.start()
-    for _ in range(repeats):
+    began = time.perf_counter()
+    while len(samples) < repeats or time.perf_counter() - began < min_window_s:
         begin = time.perf_counter()
         out = fn()
         _finish(out, cuda, sync)

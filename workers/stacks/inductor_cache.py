@@ -1,6 +1,8 @@
 """Inductor's on-disk caches (FX graphs, AOTAutograd, Triton kernels, autotuning results) in the env's cache folder,
 in a subfolder named after everything that makes a compiled kernel invalid elsewhere: the image, the interpreter,
-the torch and Triton versions and the GPU. A stale cache is never read; the next worker process finds a warm one.
+the torch and Triton versions, the GPU and mlcbench's worker code (code_key.py: dynamo's precompile cache, below,
+loads graphs without tracing the code that built them). A stale cache is never read; the next worker process finds a
+warm one.
 
 Where torch has it, dynamo's precompile cache lives beside them: the traced graphs and their guards. With Inductor's
 caches alone a warm process still traces the whole model in dynamo again (on a 32-layer Llama most of a warm compile);
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from mlcbench.schema.protocol import IMAGE_DIGEST_ENV
+from mlcbench.workers.stacks.code_key import worker_code
 
 if TYPE_CHECKING:
     import torch
@@ -30,8 +33,8 @@ if TYPE_CHECKING:
 
 
 def cache_key(python: str, torch_version: str, triton_version: Optional[str], device: str,
-              image_digest: Optional[str]) -> str:
-    parts = [f"py{python}", f"torch{torch_version}", f"triton{triton_version or '-none'}", device]
+              image_digest: Optional[str], code: str) -> str:
+    parts = [f"py{python}", f"torch{torch_version}", f"triton{triton_version or '-none'}", device, f"code{code[:16]}"]
     if image_digest:
         parts.append(f"image{image_digest.removeprefix('sha256:')[:16]}")
     return re.sub(r"[^A-Za-z0-9.+_-]", "_", "-".join(parts))
@@ -52,7 +55,7 @@ def current_key(device: "torch.device") -> str:
     else:
         device_name = f"cpu-{platform.machine()}"
     return cache_key(platform.python_version(), torch.__version__, triton_version, device_name,
-                     os.environ.get(IMAGE_DIGEST_ENV))
+                     os.environ.get(IMAGE_DIGEST_ENV), worker_code())
 
 
 def install_keys() -> list[Callable[[], object]]:

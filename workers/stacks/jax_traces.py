@@ -6,14 +6,13 @@ sequence length, most of a warm process's compile (on the 2-core CPU a 22-layer 
 its 20 s tracing, all 45 XLA programs found in the cache). Here each shape's trace is exported once (StableHLO,
 jax.export) into a folder named after everything the trace depends on, and every process, the first included, runs
 the exported program: the same computation with the weights as arguments, found in JAX's cache by the same key in
-every process. A stale trace is never read: the folder's key changes with the model, its dtype, the options, the
-traced code and every version involved; the file's name holds the input's shape and dtype."""
+every process. A stale trace is never read: the folder's key (code_key.artifact_key) changes with the model, its
+dtype, the options, the traced module's code, mlcbench's worker code and every version involved; the file's name holds
+the input's shape and dtype."""
 
 import functools
-import hashlib
 import importlib.metadata
 import inspect
-import json
 import os
 import platform
 import tempfile
@@ -22,9 +21,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Optional
 
 from mlcbench.schema import CacheCounts
+from mlcbench.workers.stacks.code_key import artifact_key as trace_key  # noqa: F401  (torchax's traces' folder)
 
 if TYPE_CHECKING:
     import torch
@@ -33,11 +33,6 @@ TRACES = "jax_traces"  # the exported traces' folder in the workflow's cache fol
 # the installs whose code a trace runs through
 TRACED_PACKAGES = ("jax", "jaxlib", "torchax", "torch", "transformers")
 _HIT, _MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
-
-
-def trace_key(parts: Mapping[str, str]) -> str:
-    """A folder name for traces that depend on exactly `parts` (name -> value)."""
-    return hashlib.sha256(json.dumps(dict(parts), sort_keys=True).encode()).hexdigest()[:24]
 
 
 def trace_parts(module: "torch.nn.Module", env: Any, platform_name: str, options: str) -> dict[str, str]:

@@ -7,8 +7,8 @@ from typing import Iterable, Optional
 
 from mlcbench.orchestrator.reports import fmt
 from mlcbench.orchestrator.reports.data import (DEVICE_TIME_BELOW_MS, RULES, VERDICT_PROCESSES, WIDE_INTERVAL, Kind,
-                                                PerfRow, across_gpus, device_timing, hand_written, provenance_line,
-                                                settings_label, time_ratio, workflow_order)
+                                                PerfRow, across_gpus, device_timing, energy_of, hand_written,
+                                                provenance_line, settings_label, time_ratio, workflow_order)
 from mlcbench.orchestrator.reports.table import Cell, Column, Paragraph, Section, Table
 
 
@@ -107,10 +107,12 @@ def _cell(row: Optional[PerfRow]) -> Cell:
     text, bounds = fmt.perf(row), fmt.bounds(row)
     if bounds:
         text += f", {bounds}" if row.step_time_missing else f", {bounds} bound"
+    tooltip = provenance_line(row.result)
     if row.energy is not None:
         text += f"; {fmt.estimate(*row.energy)}"
-    return Cell(text, tone="fail" if row.check_failed else "flagged" if row.flags() else None,
-                tooltip=provenance_line(row.result))
+    elif (energy := energy_of(row.result)) is not None and energy.reason:
+        tooltip += f" — no energy figure: {energy.reason}"
+    return Cell(text, tone="fail" if row.check_failed else "flagged" if row.flags() else None, tooltip=tooltip)
 
 
 def throughput_table(table: ThroughputTable) -> Table:
