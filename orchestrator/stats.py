@@ -201,8 +201,12 @@ def combine_checks(checks: Sequence[Correctness]) -> Correctness:
     failed = [check for check in checks if not check.passed]
     worst = max(failed or checks, key=lambda check: -1.0 if check.rel_l2_error is None or not check.tolerance
                 else check.rel_l2_error / check.tolerance)
+    # the timed calls' tokens, over every process (each process's own stay in its ProcessTiming)
+    timed = {name: sum(getattr(check, name) for check in checks) if all(
+        getattr(check, name) is not None for check in checks) else None
+        for name in ("timed_tokens", "timed_tokens_compared")}
     return worst.model_copy(update={"passed": not failed, "processes_checked": len(checks),
-                                    "processes_failed": len(failed)})
+                                    "processes_failed": len(failed), **timed})
 
 
 @dataclass(frozen=True)

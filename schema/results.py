@@ -73,6 +73,11 @@ class EnergyWindow(StrictModel):
         return None if self.joules is None or not self.window_s else self.joules / self.window_s
 
 
+# A timed LLM call counts as checked where its tokens were compared with its prompt's checked call at this share of the
+# timed calls' tokens at least: a cell below it says "timed calls not checked"
+TIMED_TOKENS_CHECKED = 0.9
+
+
 class Correctness(StrictModel):
     """The workflow's output against eager PyTorch on the same inputs and weights."""
 
@@ -101,11 +106,21 @@ class Correctness(StrictModel):
     timed_calls_failed: Optional[int] = Field(
         None, ge=0, description="of those, the calls that differed (any fails the check)")
     free_running_tokens: Optional[int] = Field(
-        None, ge=0, description="LLM: the tokens of each timed call compared with eager's free-running ones: in each "
-                                "row, the steps before eager's first whose top-2 margin is within numerical noise")
+        None, ge=0, description="LLM: the tokens of the timed calls compared with eager's free-running ones for the "
+                                "same prompt: in each row, the steps before eager's first whose top-2 margin is within "
+                                "numerical noise (stored before input sets: of each timed call)")
+    input_sets: Optional[int] = Field(
+        None, ge=1, description="seeded input sets (prompts, or a synthetic model's inputs) cycled through the timed "
+                                "calls, each with its own checked call (None: stored before, every call the same)")
+    timed_tokens: Optional[int] = Field(None, ge=0, description="LLM: the tokens its timed calls generated")
+    timed_tokens_compared: Optional[int] = Field(
+        None, ge=0, description="LLM: of those, the tokens compared with their input set's checked call, which ran free "
+                                "on the same prompt: in each row up to where the two part within that call's own "
+                                "noise (under 90 % of timed_tokens: \"timed calls not checked\")")
     identical_to_reference: Optional[bool] = Field(
-        None, description="LLM: every logit bit-identical to eager's, which no compiled path computes unless its "
-                          "catalog row says it runs eager's kernels (runs_eager_kernels): the check fails")
+        None, description="LLM: every logit bit-identical to eager's, or every row within 5 % of eager's own error "
+                          "against fp32 of eager's (eager's output with an epsilon), which no compiled path computes "
+                          "unless its catalog row says it runs eager's kernels (runs_eager_kernels): the check fails")
     note: Optional[str] = None
     max_abs_diff: Optional[float] = None
     rel_l2_error: Optional[float] = None
@@ -343,6 +358,10 @@ class Metrics(StrictModel):
         None, description="bytes a decode step reads (weights + KV cache) / tpot over the catalog bandwidth")
     graph_breaks: Optional[int] = None
     recompiles: Optional[int] = None
+    compiled_code_ran: Optional[bool] = Field(
+        None, description="synthetic: False where a call after the timed ones ran eager's own PyTorch ops in eager's "
+                          "order (no dynamo graph, TorchScript graph, ONNX Runtime or XLA program ran: \"not "
+                          "compiled\"); None: eager, or not looked at")
     applied: Applied = Applied()
     # free-form provenance a workflow records beside (library versions, paths, its stack's own options)
     settings: dict[str, Setting] = {}

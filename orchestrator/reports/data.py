@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Iterable, Literal, Optional, Sequence
 
 from mlcbench.orchestrator import stats
-from mlcbench.orchestrator.fractions import of_decode_bound, of_peak, peak_tflops
+from mlcbench.orchestrator.fractions import decode_step_bytes, of_decode_bound, of_peak, peak_tflops
 from mlcbench.schema import GPUS, REFERENCE, WORKFLOWS, Calibration, JobSpec, ProcessTiming, Result, Timing
-from mlcbench.schema.results import CellEnergy, Estimate
+from mlcbench.schema.results import TIMED_TOKENS_CHECKED, CellEnergy, Estimate
 
 Kind = Literal["llm", "synthetic"]
 # Packages named in provenance lines and tables; the full set stays in the provenance table.
@@ -102,10 +102,12 @@ def settings_label(job: JobSpec) -> str:
 
 
 def not_compiled(result: Result) -> bool:
-    """A torch.compile workflow that compiled nothing runs eager code: it gets no speedup claim. (ONNX Runtime, XLA
-    through torchax and AOT workflows compile outside dynamo, so its graph count says nothing of them.)"""
+    """A compiling workflow that ran eager code gets no speedup claim: a torch.compile workflow that compiled no graph,
+    or a synthetic cell whose call after the timed ones ran eager's own ops in eager's order (compiled_code_ran: no
+    dynamo graph, TorchScript graph, ONNX Runtime or XLA program ran)."""
     info = WORKFLOWS.get(result.job.workflow)
-    return info is not None and info.dynamo and result.metrics.applied.compiled_graphs == 0
+    return info is not None and ((info.dynamo and result.metrics.applied.compiled_graphs == 0)
+                                 or result.metrics.compiled_code_ran is False)
 
 
 # The rules that decide what a report may call a finding, in one place (the report texts quote them from here).
@@ -113,6 +115,12 @@ def not_compiled(result: Result) -> bool:
 WIDE_INTERVAL = 0.05
 # A verdict (a speedup that P3 counts, "fastest") needs this many worker processes on each side and a passed check.
 VERDICT_PROCESSES = 3
+# A figure over this multiple of the GPU's catalog bound cannot have been measured: no verdict, and the reason shown
+PLAUSIBLE_OF_SPEC = 1.1
+# ... and on a CPU, per thread it ran: about twice what AMX's bf16 tiles reach on one core, and an L1 cache's read
+# rate (a tiny model's weights fit in cache): generous, so that only an impossible figure trips them
+CPU_TFLOPS_PER_THREAD = 8.0
+CPU_GBS_PER_THREAD = 500.0
 # Below this whole-call time the GPU time of one call decides where both sides have it: the host's launch cost moves
 # a sub-millisecond call up to 2x between processes (docs/methodology.md), the device time far less.
 DEVICE_TIME_BELOW_MS = 1.0
@@ -148,6 +156,43 @@ def program_processes(result: Result) -> int:
 
 def check_failed(result: Result) -> bool:
     return result.correctness is not None and not result.correctness.passed
+
+
+def timed_calls_unchecked(result: Result) -> bool:
+    """An LLM cell whose timed calls compared under TIMED_TOKENS_CHECKED of their tokens with their prompt's checked
+    call: its check cannot vouch for the calls it timed."""
+    check = result.correctness
+    return (check is not None and check.timed_tokens is not None and check.timed_tokens_compared is not None
+            and check.timed_tokens_compared < TIMED_TOKENS_CHECKED * check.timed_tokens)
+
+
+def implausible(result: Result) -> Optional[str]:
+    """Why a figure cannot have been measured (the timing, or outputs that were not computed, are wrong): over
+    PLAUSIBLE_OF_SPEC of the GPU's catalog bound; on a CPU, over CPU_TFLOPS_PER_THREAD (synthetic) or its decode
+    step's bytes read faster than CPU_GBS_PER_THREAD (LLM) per thread it ran. None where it is plausible."""
+    job, metrics, latency = result.job, result.metrics, result.metrics.latency
+    if result.status != "ok":
+        return None
+    if job.device == "cuda":
+        fraction = spec_fraction(result)
+        bound = "decode bandwidth bound" if kind_of(job) == "llm" else "peak TFLOPS"
+        return (f"{fraction:.0%} of the GPU's catalog {bound}" if fraction is not None and fraction > PLAUSIBLE_OF_SPEC
+                else None)
+    threads = max((process.cpu_threads for process in (latency.processes if latency else [])
+                   if process.cpu_threads), default=None)
+    if threads is None:
+        return None
+    if kind_of(job) == "synthetic":
+        bound = CPU_TFLOPS_PER_THREAD * threads
+        return (f"{metrics.tflops:.3g} TFLOPS on {threads} CPU thread(s), over {bound:g}"
+                if metrics.tflops is not None and metrics.tflops > bound else None)
+    step_bytes = decode_step_bytes(job)
+    if metrics.tokens_per_s is None or step_bytes is None:
+        return None
+    read_gbs = step_bytes * metrics.tokens_per_s / job.batch_size / 1e9
+    bound = CPU_GBS_PER_THREAD * threads
+    return (f"{metrics.tokens_per_s:.3g} tok/s reads its weights at {read_gbs:.3g} GB/s on {threads} CPU thread(s), "
+            f"over {bound:g}" if read_gbs > bound else None)
 
 
 def throttled_during(result: Result) -> bool:
@@ -241,8 +286,12 @@ def no_verdict(result: Result) -> Optional[str]:
         return result.status
     if check_failed(result):
         return "check failed"
+    if implausible(result):
+        return "implausible"
     if not_compiled(result):
         return "not compiled"
+    if timed_calls_unchecked(result):
+        return "timed calls not checked"
     processes = program_processes(result)
     if processes < VERDICT_PROCESSES:
         return f"n={processes}"

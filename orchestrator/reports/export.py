@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, Optional
 
-from mlcbench.orchestrator.reports.data import (energy_of, env_of, gpu_of, hand_written, joules_per_unit, kind_of,
-                                                no_verdict, processes_of, spec_fraction, throttled_during)
+from mlcbench.orchestrator.reports.data import (energy_of, env_of, gpu_of, hand_written, implausible, joules_per_unit,
+                                                kind_of, no_verdict, processes_of, spec_fraction, throttled_during)
 from mlcbench.schema import Result
 
 Format = Literal["csv", "json", "parquet"]
@@ -91,6 +91,10 @@ class FlatRow:
     token_agreement_within_noise: Optional[float]  # eager's, or within eager's numerical noise there
     tokens_beyond_noise: Optional[int]
     timed_calls_failed: Optional[int]  # timed calls whose own output differed from the checked call's
+    input_sets: Optional[int]  # seeded inputs cycled through the timed calls, each with its own checked call
+    timed_tokens: Optional[int]  # LLM: tokens the timed calls generated, over the cell's processes
+    timed_tokens_compared: Optional[int]  # of those, compared with their prompt's checked call (< 90 %: not checked)
+    implausible: Optional[str]  # why the figure cannot have been measured (over a bound)
     identical_to_reference: Optional[bool]  # every logit bit-identical to eager's (suspect: the check failed)
     graph_breaks: Optional[int]
     recompiles: Optional[int]
@@ -162,6 +166,8 @@ def flat_row(result: Result) -> FlatRow:
         token_agreement=check.token_agreement if check else None,
         token_agreement_within_noise=check.token_agreement_within_noise if check else None,
         timed_calls_failed=check.timed_calls_failed if check else None,
+        input_sets=check.input_sets if check else None, timed_tokens=check.timed_tokens if check else None,
+        timed_tokens_compared=check.timed_tokens_compared if check else None, implausible=implausible(result),
         identical_to_reference=check.identical_to_reference if check else None,
         tokens_beyond_noise=check.tokens_beyond_noise if check else None, graph_breaks=metrics.graph_breaks,
         recompiles=metrics.recompiles, torch=provenance.packages.get("torch"),

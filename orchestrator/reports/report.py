@@ -8,7 +8,8 @@ from typing import Optional
 from mlcbench.orchestrator.reports.data import PerfRow, perf_rows
 from mlcbench.orchestrator.reports.sections.ablation import Ablation, ablation_section, ablations
 from mlcbench.orchestrator.reports.sections.ceilings import ceilings_section
-from mlcbench.orchestrator.reports.sections.checks import CheckRow, checks_section, failed_checks
+from mlcbench.orchestrator.reports.sections.checks import (CheckRow, TimedTokensRow, checks_section, failed_checks,
+                                                           timed_tokens_rows)
 from mlcbench.orchestrator.reports.sections.compare import Comparison, comparisons_in
 from mlcbench.orchestrator.reports.sections.costs import CostRow, cost_rows, costs_section
 from mlcbench.orchestrator.reports.sections.crossgen import comparisons_section
@@ -41,6 +42,7 @@ class Report:
     calibrations: tuple[Calibration, ...] = ()
     spread: tuple[SpreadRow, ...] = ()
     ablations: tuple[Ablation, ...] = ()
+    timed_tokens: tuple[TimedTokensRow, ...] = ()
 
     @property
     def heading(self) -> str:
@@ -49,7 +51,7 @@ class Report:
     def sections(self) -> list[Section]:
         """What every writer shows, in this order (a section with nothing to show is left out)."""
         found = [support_section(self.support), *throughput_sections(self.tables), costs_section(self.costs),
-                 spread_section(self.spread), decode_section(self.decode), ablation_section(self.ablations), checks_section(self.failed_checks),
+                 spread_section(self.spread), decode_section(self.decode), ablation_section(self.ablations), checks_section(self.failed_checks, self.timed_tokens),
                  comparisons_section(self.comparisons), p3_section(self.p3), ceilings_section(self.calibrations),
                  provenance_section(self.provenance)]
         return [section for section in found if section is not None]
@@ -66,4 +68,5 @@ def build_report(results: list[Result], source: str, selection: Selection,
         decode=tuple(decode_lines(results, calibrations)),
         support=tuple(support_matrices(results)), failed_checks=tuple(failed_checks(results)),
         provenance=tuple(provenance_rows(results)), p3=tuple(p3_rows(perf)), comparisons=tuple(comparisons_in(perf)),
-        calibrations=calibrations, spread=tuple(spread_rows(results)), ablations=tuple(ablations(perf)))
+        calibrations=calibrations, spread=tuple(spread_rows(results)), ablations=tuple(ablations(perf)),
+        timed_tokens=tuple(timed_tokens_rows(results)))

@@ -9,8 +9,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from mlcbench.orchestrator.reports.data import (deciding_timing, energy_of, joules_per_unit, not_compiled, oversubscribed,
-                                                wide)
+from mlcbench.orchestrator.reports.data import (deciding_timing, energy_of, implausible, joules_per_unit, not_compiled,
+                                                oversubscribed, timed_calls_unchecked, wide)
 from mlcbench.orchestrator.reports.fmt import estimate, printable
 from mlcbench.orchestrator.reports.statuses import terminal_style
 from mlcbench.schema import JobSpec, Result, Timing
@@ -47,10 +47,16 @@ def _energy_or_why(result: Result) -> str:
 
 
 def _reason(result: Result) -> str:
-    """The result's reason, and a CPU host that was oversubscribed when its timed calls began or ended."""
-    load = oversubscribed(result)
+    """The result's reason, a figure that cannot have been measured, an LLM cell's timed tokens compared with their
+    prompt's checked call, and a CPU host that was oversubscribed when its timed calls began or ended."""
+    load, impossible, check = oversubscribed(result), implausible(result), result.correctness
     flag = f"⚠ host oversubscribed (load {load:.1f} per CPU)" if load is not None else ""
-    return "; ".join(part for part in (flag, result.reason) if part)
+    compared = ""
+    if check is not None and check.timed_tokens is not None:
+        compared = (f"{'timed calls not checked: ' if timed_calls_unchecked(result) else ''}"
+                    f"{check.timed_tokens_compared} of {check.timed_tokens} timed tokens compared")
+    return "; ".join(part for part in (f"⚠ implausible: {impossible}" if impossible else "", flag, compared,
+                                       result.reason) if part)
 
 
 def _where(result: Result) -> str:
@@ -101,7 +107,9 @@ def wide_table(results: list[Result], title: str) -> Table:
         table.add_column(name, justify=justify, overflow="fold")
     for result in results:
         metrics, job = result.metrics, result.job
-        correct = "" if result.correctness is None else ("yes" if result.correctness.passed else "[red]NO[/]")
+        correct = "" if result.correctness is None else (
+            "[red]NO[/]" if not result.correctness.passed else "[yellow]timed calls not checked[/]"
+            if timed_calls_unchecked(result) else "yes")
         style = terminal_style(result.status)
         table.add_row(
             _stored(result.provenance.gpu_tag or ""), _stored(result.provenance.env or ""), _stored(_model(job)),
@@ -133,6 +141,8 @@ def compact_table(results: list[Result], title: str) -> Table:
         status = Text(result.status, style=terminal_style(result.status))
         if result.correctness is not None and not result.correctness.passed:
             status.append(" wrong", style="red")
+        elif timed_calls_unchecked(result):
+            status.append(" timed calls not checked", style="yellow")
         if _compiled_nothing(result):
             status.append(NOT_COMPILED)
         figure = _throughput(result) or (f"{_num(metrics.latency.median_ms, 3)} ms" if metrics.latency else "")

@@ -17,9 +17,10 @@ def synthetic(workflow: str, model: str = "ffn-small", **overrides) -> JobSpec:
 def test_synthetic_workflow_matches_eager(tmp_path, workflow):
     result = run_job(synthetic(workflow), tmp_path)
     assert result.status == "ok", result.error
-    assert result.correctness.passed
+    assert result.correctness.passed and result.correctness.input_sets == 3
     assert result.correctness.rel_l2_error < 1e-4
     assert result.metrics.tflops > 0 and result.metrics.compile_s > 0
+    assert result.metrics.compiled_code_ran is True  # its call dispatched other ops than eager's (or none)
     assert result.metrics.latency.method == "perf_counter"
     if workflow == "torch_compile":  # Inductor's cache in its default folder: warm when an earlier run filled it
         assert result.metrics.compile_cache in ("cold", "warm")

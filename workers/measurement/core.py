@@ -1,8 +1,9 @@
 """The steps every model kind's measurement shares: the workflow's compiler imported (compiler_import_s) and the
 hashes of the installs its caches are keyed by started on a thread (install_keys_s), the model built (load_s), eager's
 reference, the workflow's preparation and first call inside its `compiling` block (together the compile cost, with
-what dynamo compiled there), the check of that first call against eager, the timed calls (each one's output compared with the checked call's
-after they all ran), the check of one call after them, and the memory peaks through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
+what dynamo compiled there), the check of that first call against eager, one checked call of each other input set,
+the timed calls cycling through the input sets (each one's output compared with its set's checked call's after they
+all ran), the check of one call after them, and the memory peaks through the first call. A ModelKind (measurement/synthetic.py, measurement/llm.py) supplies what
 differs: how its model is built and called, what its check compares, and the figures of its kind. Both kinds record
 the same compile facts."""
 
@@ -19,7 +20,7 @@ from mlcbench.schema import REFERENCE, WORKFLOWS, Applied, Correctness, Metrics,
 from mlcbench.schema.results import Setting, TimedWindow
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with_fields
 from mlcbench.workers.measurement.clocks import clocks_during_calls
-from mlcbench.workers.measurement.correctness import worst_of
+from mlcbench.workers.measurement.correctness import InputSetsChecked, with_input_sets, worst_of
 from mlcbench.workers.measurement.dynamo_stats import compiled_graphs, dynamo_stats
 from mlcbench.workers.measurement.energy import energy_meter
 from mlcbench.workers.measurement.gate import Gate
@@ -77,6 +78,11 @@ class ModelKind(ABC, Generic[Runs]):
     def check(self, output: object) -> Optional[Correctness]:
         """The first call's output against eager's reference (None without one); raises where the output is not
         what the job asked for."""
+
+    def check_input_sets(self, prepared: Prepared[Runs]) -> Optional[InputSetsChecked]:
+        """One call of each input set checked against eager's output for it, before the timed calls cycle through the
+        sets (each timed call is compared with its own set's checked call); None: this kind cycles none."""
+        return None
 
     def check_again(self, prepared: Prepared[Runs]) -> Optional[Correctness]:
         """A call after the timed ones, on the caches, graphs and buffers they reused, checked as the first call is
@@ -163,6 +169,7 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
                 output, first_call_s = timed_once(kind.first_call(prepared), cuda, prepared.sync)
         # checked before more calls run: a workflow's CUDA graphs may write the next call's output into the same memory
         correctness = kind.check(output)
+        input_sets = kind.check_input_sets(prepared) if correctness is not None else None
         graphs_before = compiled_graphs()
         compile_ended = time.time()
         energy = energy_meter(cuda, job.repeats, ctx.cache_dir.parent)
@@ -181,6 +188,8 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
         again = kind.check_again(prepared)
         if correctness is not None and again is not None:
             correctness = worst_of(correctness, again)
+        if correctness is not None and input_sets is not None:
+            correctness = with_input_sets(correctness, input_sets)
         if correctness is not None:
             correctness = kind.check_timed(correctness)
     notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)

@@ -1,17 +1,19 @@
 """A synthetic model through one workflow: compile cost, whole-call time and TFLOPS, the GPU time of one call without
 the host's launch cost (measurement/device_time.py), and the error against eager, anchored as an LLM's is: per batch
-row, within GOLD_MULTIPLIER times eager's own error against the model computed in fp32 (a half-precision job), and each
-timed call's every element within a rounding of the checked call's."""
+row, within GOLD_MULTIPLIER times eager's own error against the model computed in fp32 (a half-precision job), on each
+seeded input set; the timed calls cycle through the sets, each one's every element within a rounding of its set's
+checked call's; and whether a call ran compiled code at all."""
 
 from typing import Callable, ContextManager, Optional
 
 import torch
 
-from mlcbench.schema import Correctness, Timing
+from mlcbench.schema import WORKFLOWS, Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import (CALL_TO_CALL_NOISE, EAGER_DEVICES, GOLD_MULTIPLIER, TOLERANCE,
-                                                       as_torch, compare_tensors, with_timed_calls)
+from mlcbench.workers.measurement.correctness import (CALL_TO_CALL_NOISE, EAGER_DEVICES, GOLD_MULTIPLIER, INPUT_SETS,
+                                                       TOLERANCE, InputSetsChecked, as_torch, compare_tensors,
+                                                       with_timed_calls)
 from mlcbench.workers.measurement.device_time import device_times
 from mlcbench.workers.measurement.references import ReferenceState
 from mlcbench.workers.models import synthetic
@@ -32,21 +34,37 @@ class Synthetic(ModelKind[Callable[..., object]]):
     def build(self) -> None:
         ctx = self.ctx
         self.model, self.inputs = synthetic.build(self.info, ctx.job, ctx.dtype, ctx.device)
+        # the values of each input set; a call's set is written into self.inputs in place (a runner may have bound
+        # those tensors: IO binding, CUDA graphs)
+        self.input_sets = [tuple(tensor.clone() for tensor in self.inputs)] + [
+            synthetic.input_set(self.info, ctx.job, ctx.dtype, ctx.device, index) for index in range(1, INPUT_SETS)]
+        self.input_set = 0  # the set self.inputs holds
 
     def reference(self, set_aside: Callable[[], ContextManager[None]], notes: dict[str, Setting]) -> ReferenceState:
-        expected = self.model(*self.inputs)
+        """Eager's output and (half precision) its fp32 output on the first input set, and stacked on the others."""
+        expected = [self.model(*inputs) for inputs in self.input_sets]
         with set_aside():
-            gold = _fp32_output(self.model, self.inputs, self.ctx, notes)
-        return {"expected": expected, "gold": gold}
+            gold = [_fp32_output(self.model, inputs, self.ctx, notes) for inputs in self.input_sets]
+        return {"expected": expected[0], "gold": gold[0], "expected_sets": torch.stack(expected[1:]),
+                "gold_sets": None if gold[0] is None else torch.stack(gold[1:])}
 
     def use_reference(self, state: ReferenceState) -> None:
         self.expected = state["expected"].to(self.ctx.device)
         self.gold = state["gold"]  # on the CPU, where _fp32_output leaves it
-        # per timed call, beyond_call_noise of its output against the checked call's (None: another shape)
+        self.expected_sets = list(state["expected_sets"].to(self.ctx.device))
+        self.gold_sets = [None] * len(self.expected_sets) if state["gold_sets"] is None else list(state["gold_sets"])
+        self.eager_ops = aten_ops(lambda: self.model(*self.inputs))
+        # per timed call, beyond_call_noise of its output against its set's checked call's (None: another shape)
         self.timed_excess: list[Callable[[], Optional[float]]] = []
 
     def prepare(self, workflow: Workflow, ctx: WorkflowContext) -> Prepared[Callable[..., object]]:
+        self.workflow_name = workflow.name
         return workflow.compile_module(self.model, self.inputs, ctx)
+
+    def _use_input_set(self, index: int) -> None:
+        for tensor, values in zip(self.inputs, self.input_sets[index]):
+            tensor.copy_(values)
+        self.input_set = index
 
     def first_call(self, prepared: Prepared[Callable[..., object]]) -> Callable[[], object]:
         return self.call(prepared)
@@ -55,11 +73,32 @@ class Synthetic(ModelKind[Callable[..., object]]):
         if self.expected is None:
             return None
         # a copy: a workflow's CUDA graphs may write the next call's output into the same memory
-        self.checked_output = output.detach().clone() if isinstance(output, torch.Tensor) else output
+        self.checked_outputs = [output.detach().clone() if isinstance(output, torch.Tensor) else output]
         return compare_rows(output, self.expected, self.gold, self.ctx.dtype)
 
+    def check_input_sets(self, prepared: Prepared[Callable[..., object]]) -> InputSetsChecked:
+        """One call of each other input set, written into the inputs in place, against eager's output for it (per
+        row, as the first call); kept as what that set's timed calls must repeat. A workflow whose runner never reads
+        its inputs again (inputs_moved_once) keeps one set."""
+        info = WORKFLOWS.get(self.workflow_name)
+        if info is not None and info.inputs_moved_once:
+            return InputSetsChecked(1)
+        failures = []
+        for index, (expected, gold) in enumerate(zip(self.expected_sets, self.gold_sets), start=1):
+            self._use_input_set(index)
+            output = prepared.runner(*self.inputs)
+            self.checked_outputs.append(output.detach().clone() if isinstance(output, torch.Tensor) else output)
+            check = compare_rows(output, expected, gold, self.ctx.dtype)
+            if not check.passed:
+                failures.append(f"input set {index + 1}'s output is "
+                                + (f"{check.rel_l2_error:.3g} from eager's in row {check.worst_row} (relative L2), "
+                                   f"tolerance {check.tolerance:.3g}" if check.rel_l2_error is not None
+                                   else "not eager's shape or not finite"))
+        self._use_input_set(0)
+        return InputSetsChecked(len(self.checked_outputs), tuple(failures))
+
     def keep_timed(self, output: object) -> None:
-        checked = self.checked_output
+        checked = self.checked_outputs[self.input_set]
         if isinstance(output, torch.Tensor) and isinstance(checked, torch.Tensor) and output.device.type in EAGER_DEVICES \
                 and output.shape == checked.shape:
             # computed now, a scalar left on the device: the next call may write its output into the same memory (CUDA
@@ -70,6 +109,8 @@ class Synthetic(ModelKind[Callable[..., object]]):
             # a JAX or NumPy array (immutable), an XLA tensor (an op on it would run inside the next timed call) or
             # another shape (None): compared after the calls
             self.timed_excess.append(lambda: self._excess_on_the_host(output, checked))
+        # the next timed call's inputs, written outside this call's timed interval
+        self._use_input_set((self.input_set + 1) % len(self.checked_outputs))
 
     def _excess_on_the_host(self, output: object, checked: object) -> Optional[float]:
         output, checked = as_torch(output).cpu(), as_torch(checked).cpu()
@@ -82,7 +123,7 @@ class Synthetic(ModelKind[Callable[..., object]]):
         why = ""
         if failed:
             excess = excesses[failed[0]]
-            why = (f"timed call {failed[0] + 1} differs from the checked call "
+            why = (f"timed call {failed[0] + 1} differs from its input set's checked call "
                    f"{'in its shape' if excess is None else f'by {excess:.3g} x the allowance at its worst element'}; "
                    f"allowed per element: {CALL_TO_CALL_NOISE[self.ctx.dtype]:.3g} (a rounding of "
                    f"{self.ctx.job.precision}) x the larger of the element and its row's RMS")
@@ -100,8 +141,21 @@ class Synthetic(ModelKind[Callable[..., object]]):
         if self.cuda:
             device_samples, device_method = device_times(self.call(prepared), job.repeats, prepared.sync, notes)
         flops = synthetic.flops(self.info, job)
+        # eager's own ops in eager's order: the workflow ran the module as eager does, compiling nothing
+        compiled = None if self.expected is None else aten_ops(self.call(prepared)) != self.eager_ops
         return KindFigures(process={"device_samples_ms": device_samples, "device_method": device_method},
-                           metrics={"flops": flops, "tflops": flops / (latency.median_ms * 1e-3) / 1e12})
+                           metrics={"flops": flops, "tflops": flops / (latency.median_ms * 1e-3) / 1e12,
+                                    "compiled_code_ran": compiled})
+
+
+def aten_ops(call: Callable[[], object]) -> list[str]:
+    """The PyTorch operators one call dispatches, in order (the profiler's CPU events): a compiled program's are not
+    eager's (a dynamo graph runs its own kernels, a TorchScript graph its fused ops, ONNX Runtime and XLA none)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        call()
+    return [event.name for event in profiler.events() if event.name.startswith("aten::")]
 
 
 def _fp32_output(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], ctx: WorkflowContext,

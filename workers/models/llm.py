@@ -9,6 +9,7 @@ import math
 import torch
 
 from mlcbench.schema import JobSpec, ModelInfo
+from mlcbench.workers.models import INPUT_SET_SEED_STEP
 
 
 def llama_config(info: ModelInfo):
@@ -101,8 +102,8 @@ def peaked_attention(model: torch.nn.Module) -> None:
                         projection.bias.mul_(factor)
 
 
-def prompt_ids(info: ModelInfo, job: JobSpec, device: torch.device) -> torch.Tensor:
-    """Seeded random token ids, never the special ids 0-2 (unk, bos, eos)."""
-    generator = torch.Generator().manual_seed(job.seed + 1)
+def prompt_ids(info: ModelInfo, job: JobSpec, device: torch.device, input_set: int = 0) -> torch.Tensor:
+    """Seeded random token ids, never the special ids 0-2 (unk, bos, eos); each input set its own."""
+    generator = torch.Generator().manual_seed(job.seed + 1 + INPUT_SET_SEED_STEP * input_set)
     ids = torch.randint(3, info.vocab_size, (job.batch_size, job.input_len), generator=generator)
     return ids.to(device)

@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 from mlcbench.schema import JobSpec, ModelInfo
+from mlcbench.workers.models import INPUT_SET_SEED_STEP
 
 
 class Matmul(nn.Module):
@@ -58,6 +59,13 @@ def build(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.devic
         model = model.to(dtype).eval()
         x = torch.randn(job.batch_size, job.input_len, h, dtype=dtype)
     return model, (x,)
+
+
+def input_set(info: ModelInfo, job: JobSpec, dtype: torch.dtype, device: torch.device, index: int) -> tuple[torch.Tensor, ...]:
+    """Input set `index` (> 0; build()'s inputs are set 0): other seeded values of the same shape and distribution."""
+    generator = torch.Generator().manual_seed(job.seed + INPUT_SET_SEED_STEP * index)
+    x = torch.randn(job.batch_size, job.input_len, info.hidden_size, generator=generator)
+    return (x.to(device, dtype),)
 
 
 def flops(info: ModelInfo, job: JobSpec) -> float:

@@ -52,6 +52,7 @@ def install():
     from mlcbench.workers.decode import compiled_step
     from mlcbench.workers.decode.hf_generate import HFGenerateRunner
     from mlcbench.workers.decode.static_llama import StaticLlama
+    from mlcbench.workers.interface import Generation
     from mlcbench.workers.measurement.llm import LLM
     from mlcbench.workers.measurement.synthetic import Synthetic
 
@@ -85,6 +86,20 @@ def install():
             fed = own.tokens.clone()
             fed[:, 1] = (fed[:, 1] + 1) % self.model.embed.shape[0]
             return generate(self, input_ids, max_new_tokens, with_logits, on_token, forced_tokens=fed)
+        timed = forced_tokens is None and not with_logits and on_token is None and max_new_tokens > 2
+        if plant == "eager_plus_epsilon" and with_logits:  # eager's logits, each moved by 1e-6
+            eager = HFGenerateRunner(self.model.planted_hf_model, disable_compile=True).generate(
+                input_ids, max_new_tokens, with_logits=True, forced_tokens=forced_tokens)
+            return Generation(eager.tokens, eager.step_logits.float() + 1e-6)
+        if plant == "timed_wrong_last_token" and timed:  # the timed calls' last token, one id off
+            own = generate(self, input_ids, max_new_tokens)
+            tokens = own.tokens.clone()
+            tokens[:, -1] = (tokens[:, -1] + 1) % self.model.embed.shape[0]
+            return Generation(tokens, own.step_logits)
+        if plant == "stale_outputs" and timed:  # the first timed-style call's output, handed back ever after
+            if not hasattr(self, "planted_stale"):
+                self.planted_stale = generate(self, input_ids, max_new_tokens)
+            return self.planted_stale
         return generate(self, input_ids, max_new_tokens, with_logits, on_token, forced_tokens)
     compiled_step.CompiledStepRunner.generate = generate_planted
 
@@ -92,14 +107,25 @@ def install():
 
     def prepare_synthetic_planted(self, workflow, ctx):
         prepared = prepare_synthetic(self, workflow, ctx)
-        if PLANTS.get(ctx.job.model) == "wrong_after_first_call":
-            runner, calls = prepared.runner, []
+        plant, runner = PLANTS.get(ctx.job.model), prepared.runner
+        if plant == "wrong_after_first_call":
+            calls = []
 
             def wrong_after_first(*inputs):
                 calls.append(None)
                 output = runner(*inputs)
                 return output if len(calls) == 1 else output * 1.5
             prepared.runner = wrong_after_first
+        elif plant == "stale_outputs":  # the first call's output, handed back ever after, computing nothing
+            first = []
+
+            def stale(*inputs):
+                if not first:
+                    first.append(runner(*inputs).clone())
+                return first[0]
+            prepared.runner = stale
+        elif plant == "runs_eager":  # compiled, then never run: eager's module answers every call
+            prepared.runner = self.model
         return prepared
     Synthetic.prepare = prepare_synthetic_planted
 
