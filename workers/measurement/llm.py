@@ -48,10 +48,11 @@ class LLM(ModelKind[LLMRunner]):
                 prompt, self.ctx.job.output_len, with_logits=True)
             with set_aside():
                 golds.append(_fp32_logits(self.model, prompt, generation, self.ctx, notes))
+            assert generation.step_logits is not None, "asked with_logits"
             generations.append(Generation(generation.tokens.cpu(), generation.step_logits.cpu()))
         return {"tokens": torch.stack([generation.tokens for generation in generations]),
-                "step_logits": torch.stack([generation.step_logits for generation in generations]),
-                "gold_logits": None if golds[0] is None else torch.stack(golds)}
+                "step_logits": torch.stack([cast(torch.Tensor, generation.step_logits) for generation in generations]),
+                "gold_logits": None if golds[0] is None else torch.stack(cast(list[torch.Tensor], golds))}
 
     def use_reference(self, state: ReferenceState) -> None:
         device, gold = self.ctx.device, state["gold_logits"]  # gold on the CPU, where _fp32_logits leaves it
@@ -91,9 +92,6 @@ class LLM(ModelKind[LLMRunner]):
         return compare_teacher_forced(output, reference, self.ctx.dtype, self.gold_logits,
                                       runs_eager_kernels=info is not None and info.runs_eager_kernels)
 
-<<<<<<< HEAD
-    def keep_timed(self, output: Generation) -> None:  # type: ignore[override]
-=======
     def check_input_sets(self, prepared: Prepared[LLMRunner]) -> InputSetsChecked:
         """One call running free on each prompt (with its logits where the loop returns them): its prefill
         teacher-forced against eager's for that prompt (the step before any token can part them) and its tokens
@@ -109,7 +107,7 @@ class LLM(ModelKind[LLMRunner]):
             why = against_eager(run.tokens, reference, certain_mask(reference, dtype, gold))
             if why:
                 failures.append(f"prompt {index + 1}'s checked call {why}")
-            if logits is None:
+            if logits is None or run.step_logits is None or reference.step_logits is None:
                 continue
             prefill = compare_teacher_forced(
                 Generation(run.tokens[:, :1], run.step_logits[:, :1]),
@@ -117,25 +115,18 @@ class LLM(ModelKind[LLMRunner]):
                 None if gold is None else gold[:, :1], runs_eager_kernels=True)
             if not prefill.passed:
                 failures.append(f"prompt {index + 1}'s prefill running free: " + (
-                    prefill.not_finite or prefill.note if prefill.rel_l2_error is None else
+                    prefill.not_finite or prefill.note or "" if prefill.rel_l2_error is None else
                     f"relative L2 {prefill.rel_l2_error:.3g} from eager's, tolerance {prefill.tolerance:.3g}" + (
                         f" ({prefill.tokens_beyond_noise} token(s) beyond noise)"
                         if prefill.tokens_beyond_noise else "")))
         return InputSetsChecked(len(self.prompts), tuple(failures))
 
-    def keep_timed(self, output: Generation) -> None:
->>>>>>> issue63a
+    def keep_timed(self, output: Generation) -> None:  # type: ignore[override]
         tokens = output.tokens
         # a loop may return the same buffer every call (an XLA tensor is never written again)
         self.timed_tokens.append((self.input_set, tokens.clone() if tokens.device.type in EAGER_DEVICES else tokens))
 
     def check_timed(self, checked: Correctness) -> Correctness:
-<<<<<<< HEAD
-        assert self.reference_generation is not None, "only a checked call's timed calls are checked"
-        failed, compared, why = compare_free_running(self.timed_tokens, self.reference_generation, self.ctx.dtype,
-                                                     self.gold_logits)
-        return with_timed_calls(checked, len(self.timed_tokens), failed, why, free_running_tokens=compared)
-=======
         """Each timed call against its prompt's checked call (same program, same prompt) and against eager's
         free-running tokens for that prompt; a process that compared under TIMED_TOKENS_CHECKED of its timed tokens
         says so in its note (the cell then says "timed calls not checked")."""
@@ -158,7 +149,6 @@ class LLM(ModelKind[LLMRunner]):
                     f"checked call (under {TIMED_TOKENS_CHECKED:.0%})")
             checked = checked.model_copy(update={"note": "; ".join(filter(None, [checked.note, note]))})
         return checked
->>>>>>> issue63a
 
     def check_again(self, prepared: Prepared[LLMRunner]) -> Optional[Correctness]:
         if self.reference_generation is None:

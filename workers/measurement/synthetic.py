@@ -4,7 +4,7 @@ row, within GOLD_MULTIPLIER times eager's own error against the model computed i
 seeded input set; the timed calls cycle through the sets, each one's every element within a rounding of its set's
 checked call's; and whether a call ran compiled code at all."""
 
-from typing import Callable, ContextManager, Optional
+from typing import Callable, ContextManager, Optional, cast
 
 import torch
 
@@ -46,7 +46,7 @@ class Synthetic(ModelKind[Callable[..., object]]):
         with set_aside():
             gold = [_fp32_output(self.model, inputs, self.ctx, notes) for inputs in self.input_sets]
         return {"expected": expected[0], "gold": gold[0], "expected_sets": torch.stack(expected[1:]),
-                "gold_sets": None if gold[0] is None else torch.stack(gold[1:])}
+                "gold_sets": None if gold[0] is None else torch.stack(cast(list[torch.Tensor], gold[1:]))}
 
     def use_reference(self, state: ReferenceState) -> None:
         self.expected = state["expected"].to(self.ctx.device)
