@@ -106,3 +106,14 @@ def test_every_file_a_runner_script_names_under_benchmarks_exists():
     named = {(script.name, path) for script in scripts
              for path in re.findall(r"benchmarks/[\w./-]*\w", script.read_text())}
     assert named and [(script, path) for script, path in sorted(named) if not (REPO / path).exists()] == []
+
+
+def test_the_answer_table_is_written_between_the_readme_s_markers_from_a_study_s_store(tmp_path):
+    root = tmp_path / "studies"
+    shutil.copytree(studies.STUDIES / "energy-h200", root / studies.ANSWER_STUDY)
+    readme = (REPO / "README.md").read_text()
+    written = studies.readme_with_answer(readme, root)
+    table = studies.answer_table(root / studies.ANSWER_STUDY / "store.db")
+    assert "| tinyllama-1.1b | 64 | torch_compile_decode |" in table and "J/token [" in table
+    assert table in written and written.count(studies.ANSWER_END) == 1
+    assert studies.readme_with_answer(written, root) == written  # written again from the store: the same

@@ -161,7 +161,7 @@ def recomputed(folder: Path, manifest: Manifest) -> Figure:
 
 # the study whose table opens the README, between these two lines of it
 ANSWER_STUDY = "paper-h100"
-ANSWER_BEGIN = "<!-- the study's answer: written by tools/studies.py from benchmarks/studies/{} -->"
+ANSWER_BEGIN = "<!-- the study's answer: written by tools/studies.py from the {} study's store -->"
 ANSWER_END = "<!-- end of the study's answer -->"
 
 
