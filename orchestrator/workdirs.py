@@ -31,6 +31,8 @@ def tidy(workdir: Path, sweep_id: str, failed: bool) -> None:
     for marker, found in ended.items():
         if found and found[1] != keep:
             shutil.rmtree(marker.parent, ignore_errors=True)
+    if workdir.parent.resolve() == ROOT.resolve() and workdir.is_dir() and not any(workdir.iterdir()):
+        workdir.rmdir()  # a store's default folder, left empty
 
 
 def _read(marker: Path) -> Optional[tuple[float, str]]:

@@ -60,7 +60,7 @@ def test_every_section_has_the_same_columns_in_the_terminal_markdown_and_html(tm
                for table in section.blocks]
     assert [column.header for column in costs.columns] == [
         "model", "workflow", "options", "precision", "batch", "gpu", "env", "compile s (median)", "compile s (max)",
-        "cold / warm s (processes)", "load s (median)", "compiler import s", "peak memory"]
+        "cold / warm s (processes)", "load s (median)", "compiler import s", "peak memory", "beside others"]
 
 
 def test_the_status_table_has_every_status_a_result_can_end_with_and_no_other():

@@ -52,7 +52,7 @@ def test_a_failure_s_reason_carries_the_lines_after_a_first_line_that_ends_with_
     """As transformers' config checks raise: the cause is on the line after "...validator 'validate_architecture':"."""
     from mlcbench.workers import runner
 
-    def fails(job, cache_dir):
+    def fails(job, cache_dir, gate):
         try:
             raise KeyError("rope_type")
         except KeyError as error:
