@@ -7,7 +7,7 @@
 #   MLCBENCH_GIT_REV=$(git rev-parse --short=12 HEAD) STEPS="bias paper" GROUPS_="..." bash benchmarks/one_gpu.sh
 #
 # STEPS (in order): bias (the same cells alone and with --overlap, into bias-alone.db / bias-overlap.db, then
-# `mlcbench compare`), paper (the `paper` suite's comparison groups named by PAPER_FILTERS, one sweep per line, into
+# `mlcbench compare`; bias-overlap: the overlapped half only), paper (the `paper` suite's comparison groups named by PAPER_FILTERS, one sweep per line, into
 # paper-h100.db, resumed from the committed store where carried). STEP=run is the background run itself.
 set -uo pipefail
 study=/root/study
@@ -27,6 +27,9 @@ if [ "${STEP:-}" = run ]; then
     }
     for step in ${STEPS:-bias paper}; do
         case $step in
+        bias-overlap)  # the overlapped half alone: the gate, the windows and their figures on a GPU
+            sweep bias-overlap --suite benchmarks/suites/overlap-bias.toml --overlap "$overlap"
+            ;;
         bias)
             sweep bias-alone --suite benchmarks/suites/overlap-bias.toml
             sweep bias-overlap --suite benchmarks/suites/overlap-bias.toml --overlap "$overlap"
