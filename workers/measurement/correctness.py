@@ -1,7 +1,7 @@
 """A workflow's output against eager PyTorch's on the same weights and inputs."""
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy
 import torch
@@ -330,3 +330,23 @@ def compare_greedy_tokens(tokens: torch.Tensor, reference: Generation, dtype: to
     return Correctness(method="greedy_prefix", note="; ".join(filter(None, [note, why])), tolerance=0.0,
                        token_agreement=same.float().mean().item(), steps_checked=int(tokens.shape[1]),
                        free_running_tokens=int(compared.sum()), passed=not why)
+
+
+def in_fp32(model: torch.nn.Module, dtype: torch.dtype, notes: dict, compute: Callable[[], torch.Tensor]) \
+        -> Optional[torch.Tensor]:
+    """compute() with the model's parameters in fp32, on the CPU; None where they do not fit (noted: the check keeps
+    its fixed tolerance). Only the parameters change precision and go back exactly (half -> fp32 -> half); buffers
+    such as RoPE's inverse frequencies stay as they are."""
+    parameters = list(model.parameters())
+    try:
+        for parameter in parameters:
+            parameter.data = parameter.data.float()
+        return compute().cpu()
+    except torch.cuda.OutOfMemoryError:
+        notes["fp32_reference"] = "did not fit: fixed tolerance"
+        return None
+    finally:
+        for parameter in parameters:
+            parameter.data = parameter.data.to(dtype)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

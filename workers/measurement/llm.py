@@ -13,7 +13,7 @@ import torch
 from mlcbench.schema import WORKFLOWS, Correctness, Timing
 from mlcbench.schema.results import TIMED_TOKENS_CHECKED, Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import (EAGER_DEVICES, INPUT_SETS, InputSetsChecked, against_eager,
+from mlcbench.workers.measurement.correctness import (EAGER_DEVICES, INPUT_SETS, in_fp32, InputSetsChecked, against_eager,
                                                       certain_mask, compare_greedy_tokens, compare_teacher_forced,
                                                       compare_with_checked_call, with_timed_calls)
 from mlcbench.workers.measurement.references import ReferenceState
@@ -190,22 +190,14 @@ def _fp32_logits(model, prompt: torch.Tensor, reference: Generation, ctx: Workfl
     (half -> fp32 -> half loses nothing); buffers such as RoPE's inverse frequencies stay as they are."""
     if ctx.dtype == torch.float32:
         return None
-    parameters = list(model.parameters())
-    try:
-        for parameter in parameters:
-            parameter.data = parameter.data.float()
-        logits = HFGenerateRunner(model, disable_compile=True).generate(
+
+    def logits() -> torch.Tensor:
+        step_logits = HFGenerateRunner(model, disable_compile=True).generate(
             prompt, ctx.job.output_len, with_logits=True, forced_tokens=reference.tokens).step_logits
-        assert logits is not None, "asked with_logits"
-        return logits.cpu()
-    except torch.cuda.OutOfMemoryError:
-        notes["fp32_reference"] = "did not fit: fixed tolerance"
-        return None
-    finally:
-        for parameter in parameters:
-            parameter.data = parameter.data.to(ctx.dtype)
-        if ctx.device.type == "cuda":
-            torch.cuda.empty_cache()
+        assert step_logits is not None, "asked with_logits"
+        return step_logits
+
+    return in_fp32(model, ctx.dtype, notes, logits)
 
 
 def _token_times(runner, prompt: torch.Tensor, output_len: int, cuda: bool) -> list[float]:

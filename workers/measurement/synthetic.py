@@ -11,7 +11,7 @@ import torch
 from mlcbench.schema import WORKFLOWS, Correctness, Timing
 from mlcbench.schema.results import Setting
 from mlcbench.workers.measurement.core import KindFigures, ModelKind
-from mlcbench.workers.measurement.correctness import (CALL_TO_CALL_NOISE, EAGER_DEVICES, GOLD_MULTIPLIER, INPUT_SETS,
+from mlcbench.workers.measurement.correctness import (CALL_TO_CALL_NOISE, EAGER_DEVICES, GOLD_MULTIPLIER, INPUT_SETS, in_fp32,
                                                        TOLERANCE, InputSetsChecked, as_torch, compare_tensors,
                                                        with_timed_calls)
 from mlcbench.workers.measurement.device_time import device_times
@@ -165,19 +165,7 @@ def _fp32_output(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], ctx: 
     tolerance, and says so in `notes`). The parameters go back to the job's dtype exactly (half -> fp32 -> half)."""
     if ctx.dtype == torch.float32:
         return None
-    parameters = list(model.parameters())
-    try:
-        for parameter in parameters:
-            parameter.data = parameter.data.float()
-        return model(*(tensor.float() for tensor in inputs)).cpu()
-    except torch.cuda.OutOfMemoryError:
-        notes["fp32_reference"] = "did not fit: fixed tolerance"
-        return None
-    finally:
-        for parameter in parameters:
-            parameter.data = parameter.data.to(ctx.dtype)
-        if ctx.device.type == "cuda":
-            torch.cuda.empty_cache()
+    return in_fp32(model, ctx.dtype, notes, lambda: model(*(tensor.float() for tensor in inputs)))
 
 
 def compare_rows(output: object, expected: torch.Tensor, gold: Optional[torch.Tensor], dtype: torch.dtype) -> Correctness:
