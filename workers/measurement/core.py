@@ -17,7 +17,7 @@ from typing import Callable, ClassVar, ContextManager, Generic, Iterator, Mappin
 import torch
 
 from mlcbench.schema import REFERENCE, WORKFLOWS, Applied, Correctness, Metrics, ModelInfo, Timing
-from mlcbench.schema.results import Setting, TimedWindow
+from mlcbench.schema.results import EnergyWindow, Setting, TimedWindow
 from mlcbench.workers.interface import Prepared, Workflow, WorkflowContext, with_fields
 from mlcbench.workers.measurement.clocks import clocks_during_calls
 from mlcbench.workers.measurement.correctness import InputSetsChecked, with_input_sets, worst_of
@@ -141,11 +141,10 @@ def exclusive_window(gate: Optional[Gate], cuda: bool) -> Iterator[list[TimedWin
 
 def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, references: ReferenceCache,
             gate: Optional[Gate] = None) -> Measured:
-    job, cuda = ctx.job, ctx.device.type == "cuda"
-    compiled = workflow.name != REFERENCE
+    job, cuda, compiled = ctx.job, ctx.device.type == "cuda", workflow.name != REFERENCE
     compiler_import_s = import_compiler(workflow.name)
-    info = WORKFLOWS.get(workflow.name)
-    install_keys = inductor_cache.hash_installs_ahead() if info is not None and info.install_keys else None
+    install_keys = inductor_cache.hash_installs_ahead() if getattr(WORKFLOWS.get(workflow.name), "install_keys", False) \
+        else None
     notes: dict[str, Setting] = {}  # the measurement's own provenance, stored beside the workflow's notes
     with torch.no_grad():
         # memory is sampled through the first call only: the NVML sampler thread would slow the timed calls
@@ -154,11 +153,9 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
             begin = time.perf_counter()
             kind.build()
             load_s = time.perf_counter() - begin
-            if compiled:
-                # where the peaks start after the reference, nothing it uses counts anyway
+            if compiled:  # where the peaks start after the reference, nothing it uses counts anyway
                 set_aside = memory.set_aside if memory is not None else nullcontext
-                kind.use_reference(references.provide(job, lambda own_notes: kind.reference(set_aside, own_notes),
-                                                      notes))
+                kind.use_reference(references.provide(job, lambda own: kind.reference(set_aside, own), notes))
             if memory is None:
                 memory = through_first_call.enter_context(peak_memory(cuda))
             compile_stats = through_first_call.enter_context(dynamo_stats())
@@ -167,58 +164,78 @@ def measure(workflow: Workflow, kind: ModelKind, ctx: WorkflowContext, reference
                 prepared = kind.prepare(workflow, ctx)
                 prepare_s = time.perf_counter() - begin
                 output, first_call_s = timed_once(kind.first_call(prepared), cuda, prepared.sync)
+                compile_ended = time.time()
         # checked before more calls run: a workflow's CUDA graphs may write the next call's output into the same memory
         correctness = kind.check(output)
         input_sets = kind.check_input_sets(prepared) if correctness is not None else None
         graphs_before = compiled_graphs()
-        compile_ended = time.time()
-        energy = energy_meter(cuda, job.repeats, ctx.cache_dir.parent)
-        with exclusive_window(gate, cuda) as window:
-            timed_from = time.time()
-            load_before = None if cuda else host_load()
-            latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
-                                 clocks_during_calls(cuda), edges=[energy],
-                                 after_each=kind.keep_timed if correctness else None,
-                                 min_window_s=energy.min_window_s)
-            cpu = {} if cuda else dict(cpu_threads=torch.get_num_threads(),
-                                       host_load=[load for load in (load_before, host_load()) if load is not None])
-            figures = kind.after_timed_calls(prepared, latency, notes)
+        timed = _time_alone(kind, prepared, ctx, gate, correctness is not None, notes)
         late_compiles = compiled_graphs() - graphs_before
         # a bug that shows only once a call reuses what an earlier one left (a cache, a graph's buffers) fails here
         again = kind.check_again(prepared)
-        if correctness is not None and again is not None:
-            correctness = worst_of(correctness, again)
-        if correctness is not None and input_sets is not None:
-            correctness = with_input_sets(correctness, input_sets)
         if correctness is not None:
+            correctness = worst_of(correctness, again) if again is not None else correctness
+            correctness = with_input_sets(correctness, input_sets) if input_sets is not None else correctness
             correctness = kind.check_timed(correctness)
-    notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases)
-    if install_keys is not None:
-        # the compile computed what the thread could not: the job stands, the note says why
-        error = install_keys.exception()
-        if error is None:
-            notes["install_keys_s"] = round(install_keys.result(), 4)
-        else:
-            notes["install_keys_error"] = f"{type(error).__name__}: {error}"
-    if compile_stats.cudagraph_skips:
-        notes["cudagraph_skips"] = compile_stats.cudagraph_skips
+    skips = {"cudagraph_skips": compile_stats.cudagraph_skips} if compile_stats.cudagraph_skips else {}
+    notes.update(prepare_s=round(prepare_s, 4), first_call_s=round(first_call_s, 4), **compile_stats.phases,
+                 **_install_keys_notes(install_keys), **skips)
     counter = prepared.cache_counter
-    compile_cache = compile_stats.compile_cache if counter is None else counter.state()
-    cache_counts = compile_stats.cache_counts if counter is None else counter.counts()
     applied = with_fields(Applied.model_validate(kind.applied_defaults),
                           **prepared.applied.model_dump(exclude_unset=True), compile_caches=caches,
                           compiled_graphs=compile_stats.graphs)
     compile_stopped_s = gate.stopped_s(compile_began, compile_ended) if gate is not None else None
-    shared = dict(window=window[0], compile_stopped_s=round(compile_stopped_s, 4)) \
-        if window and compile_stopped_s is not None else {}
+    shared = dict(window=timed.window[0], compile_stopped_s=round(compile_stopped_s or 0.0, 4)) if timed.window else {}
     metrics = Metrics(
-        latency=for_this_process(latency, correctness=correctness, **cpu, **figures.process, **shared,
-                                 energy=energy.window.model_copy(update={"calls": latency.repeats})),
-        compile_s=prepare_s + first_call_s - (compile_stopped_s or 0.0), compile_cache=compile_cache, cache_counts=cache_counts, load_s=load_s,
-        compiler_import_s=compiler_import_s,
+        latency=for_this_process(timed.latency, correctness=correctness, **timed.cpu, **timed.figures.process,
+                                 **shared, energy=timed.energy),
+        compile_s=prepare_s + first_call_s - (compile_stopped_s or 0.0),
+        compile_cache=compile_stats.compile_cache if counter is None else counter.state(),
+        cache_counts=compile_stats.cache_counts if counter is None else counter.counts(),
+        load_s=load_s, compiler_import_s=compiler_import_s,
         torch_peak_mem_bytes=memory.torch, nvml_peak_mem_bytes=memory.nvml,
         graph_breaks=compile_stats.graph_breaks if compiled else None,
         recompiles=compile_stats.recompiles + late_compiles if compiled else None,
-        applied=applied, settings={**prepared.notes, **notes}, **figures.metrics,
+        applied=applied, settings={**prepared.notes, **notes}, **timed.figures.metrics,
     )
-    return Measured(metrics, correctness, timed_from)
+    return Measured(metrics, correctness, timed.timed_from)
+
+
+@dataclass
+class _Timed:
+    latency: Timing
+    energy: EnergyWindow
+    figures: KindFigures
+    cpu: dict[str, object]
+    window: list[TimedWindow]  # its one record where the process shared its GPU (a gate)
+    timed_from: float
+
+
+def _time_alone(kind: ModelKind, prepared: Prepared, ctx: WorkflowContext, gate: Optional[Gate], checked: bool,
+                notes: dict[str, Setting]) -> _Timed:
+    """The warm-up, the timed calls (over at least the energy counter's window, each kept for the check) and the
+    kind's figures after them, with the GPU alone where the process shares it."""
+    job, cuda = ctx.job, ctx.device.type == "cuda"
+    energy = energy_meter(cuda, job.repeats, ctx.cache_dir.parent)
+    with exclusive_window(gate, cuda) as window:
+        timed_from = time.time()
+        load_before = None if cuda else host_load()
+        latency = time_calls(kind.call(prepared), job.warmup, job.repeats, cuda, prepared.sync,
+                             clocks_during_calls(cuda), edges=[energy],
+                             after_each=kind.keep_timed if checked else None, min_window_s=energy.min_window_s)
+        cpu: dict[str, object] = {} if cuda else dict(
+            cpu_threads=torch.get_num_threads(),
+            host_load=[load for load in (load_before, host_load()) if load is not None])
+        figures = kind.after_timed_calls(prepared, latency, notes)
+    return _Timed(latency, energy.window.model_copy(update={"calls": latency.repeats}), figures, cpu, window,
+                  timed_from)
+
+
+def _install_keys_notes(install_keys) -> dict[str, Setting]:
+    """The thread's seconds, or why it failed: the compile computed what the thread could not, so the job stands."""
+    if install_keys is None:
+        return {}
+    error = install_keys.exception()
+    if error is None:
+        return {"install_keys_s": round(install_keys.result(), 4)}
+    return {"install_keys_error": f"{type(error).__name__}: {error}"}
