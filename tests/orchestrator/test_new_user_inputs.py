@@ -69,7 +69,9 @@ def test_a_killed_sweeps_results_are_read_back_into_its_own_store_only(tmp_path)
     mine = mlcbench("sweep", *ONE_CELL, "--batch-size", "2", "--rounds", "1", "--db", f"sqlite:///{tmp_path / 'y.db'}",
                     cwd=tmp_path, check=True)
     assert "killed sweep" not in mine.stdout + mine.stderr
-    assert len(list((tmp_path / "results" / "work").iterdir())) == 2
+    # y's own default folder, emptied by its success, is gone; x's is untouched
+    assert list((tmp_path / "results" / "work").iterdir()) == [x_workdir]
+    assert folder.is_dir() and not (folder / ".ended").exists()
 
     # nor when it is pointed at the same work folder: it leaves them alone and says whose they are
     shared = mlcbench("sweep", *ONE_CELL, "--batch-size", "2", "--rounds", "1", "--db", f"sqlite:///{tmp_path / 'y.db'}",
